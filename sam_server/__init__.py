@@ -1,0 +1,3 @@
+"""SAM control plane."""
+
+__version__ = "0.1.0"

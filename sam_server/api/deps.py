@@ -1,0 +1,43 @@
+"""FastAPI dependencies: the database session and the calling principal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from sam_server.config import Settings
+from sam_server.services.auth import Principal, authenticate
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One session per request: committed when the route returns, rolled back on error."""
+    session = request.app.state.sessions()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+
+
+def get_principal(request: Request, session: SessionDep) -> Principal:
+    """The principal of the bearer token, or 401."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return authenticate(session, token=token.strip() if scheme.lower() == "bearer" else None)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,158 @@
+"""Routes for jobs: submit, list, get, cancel, logs (text or live SSE), metrics, explain, report."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+from sam_server.api.deps import PrincipalDep, SessionDep
+from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
+from sam_server.services import jobs as svc
+from sam_server.services import observe
+from sam_server.services.auth import Principal
+from sam_server.services.transitions import TERMINAL
+
+router = APIRouter(prefix="/api/v1", tags=["jobs"])
+
+
+@router.post(
+    "/jobs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobRead | DryRun,
+    responses={200: {"description": "an Idempotency-Key replay, or a dry run"}},
+)
+def submit(
+    body: JobSubmit,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: PrincipalDep,
+    dry_run: bool = False,
+    idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
+) -> Any:
+    """Submit a job; it starts `queued`. `?dry_run=true` only validates."""
+    if dry_run:
+        spec = svc.validate_submission(spec=body.spec, spec_yaml=body.spec_yaml, files=body.files)
+        rows, cols = spec.resources.shape()
+        payload = {"valid": True, "spec": spec.model_dump(mode="json", by_alias=True)}
+        return JSONResponse({**payload, "region": {"rows": rows, "cols": cols}})
+    request.app.state.submit_buckets.take(principal.tenant or principal.name)
+    result = svc.submit_job(
+        session,
+        principal=principal,
+        spec=body.spec,
+        spec_yaml=body.spec_yaml,
+        files=body.files,
+        idempotency_key=idempotency_key,
+    )
+    if not result.created:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/api/v1/jobs/{result.job.id}"
+    request.app.state.submits_total.inc()
+    return job_view(result.job)
+
+
+@router.get("/jobs", response_model=JobPage)
+def list_jobs(
+    session: SessionDep,
+    principal: PrincipalDep,
+    state: Annotated[list[str] | None, Query()] = None,
+    user: str | None = None,
+    tenant: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """Jobs newest first, a page at a time; follow `next_cursor` until it is null."""
+    jobs, next_cursor = svc.list_jobs(
+        session, principal=principal, states=state, user=user, tenant=tenant,
+        limit=limit, cursor=cursor,
+    )
+    return {"items": [job_view(j) for j in jobs], "next_cursor": next_cursor}
+
+
+@router.get("/jobs/{job_id}", response_model=JobRead)
+def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """One job (404 for an id of another tenant)."""
+    return job_view(svc.get_job(session, principal=principal, job_id=job_id))
+
+
+@router.post("/jobs/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=JobRead)
+def cancel(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Cancel; 409 if the job had already ended."""
+    return job_view(svc.cancel_job(session, principal=principal, job_id=job_id))
+
+
+@router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
+def logs(job_id: str, request: Request, session: SessionDep, principal: PrincipalDep) -> Response:
+    """The job's log; with `Accept: text/event-stream` a live stream that ends when the job ends."""
+    job = svc.get_job(session, principal=principal, job_id=job_id)
+    if "text/event-stream" in request.headers.get("accept", ""):
+        stream = _follow(request, principal, job.id)
+        return StreamingResponse(stream, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+    text = "".join(observe.format_log(line) + "\n" for line in observe.log_lines(session, job=job))
+    return PlainTextResponse(text)
+
+
+def _follow(request: Request, principal: Principal, job_id: str) -> Iterator[str]:
+    sessions = request.app.state.sessions
+    last_id, idle = 0, 0.0
+    while True:
+        with sessions() as session:
+            job = svc.get_job(session, principal=principal, job_id=job_id)
+            lines = observe.log_lines(session, job=job, after_id=last_id)
+            ended = job.state in {s.value for s in TERMINAL}
+            state = job.state
+        for line in lines:
+            last_id = line.id
+            yield f"event: log\ndata: {observe.format_log(line)}\n\n"
+        if ended and not lines:
+            yield f"event: end\ndata: {json.dumps({'state': state})}\n\n"
+            return
+        idle = 0.0 if lines else idle + 0.25
+        if idle >= 15:  # a comment line keeps proxies from closing an idle stream
+            idle = 0.0
+            yield ": keep-alive\n\n"
+        time.sleep(0.25)
+
+
+@router.get("/jobs/{job_id}/metrics")
+def metrics(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Per-step loss, simulated cycles and samples/s, step 0 first."""
+    return observe.metrics(session, job=svc.get_job(session, principal=principal, job_id=job_id))
+
+
+@router.get("/jobs/{job_id}/explain")
+def explain(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Why the job is not running: every reason, its position and ETA."""
+    return observe.explain(svc.get_job(session, principal=principal, job_id=job_id))
+
+
+@router.get("/jobs/{job_id}/report")
+def report(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """The performance report: simulated throughput, utilization and SRAM, compile summary."""
+    job = svc.get_job(session, principal=principal, job_id=job_id)
+    return {
+        "job_id": job.id,
+        "state": job.state,
+        "compile": job.compile_summary,
+        "run": job.report,
+    }
+
+
+@router.get("/queue")
+def queue(session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Jobs not yet running, in the order the scheduler will consider them."""
+    return {"items": observe.queue(session, principal=principal)}
+
+
+@router.get("/cluster")
+def cluster(request: Request, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Wafers, their regions and the compile servers."""
+    stale = request.app.state.settings.heartbeat_s * 3
+    return observe.cluster(session, principal=principal, stale_s=stale)

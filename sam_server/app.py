@@ -1,0 +1,62 @@
+"""The FastAPI application: routes, problem+json errors, body cap, start-up bootstrap."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy import func, select
+from sqlalchemy.orm import sessionmaker
+
+from sam_server import __version__
+from sam_server.api import jobs, ops, problems, tenants
+from sam_server.api.limits import BodyLimit, SubmitBuckets
+from sam_server.broker import broker_check_for
+from sam_server.config import Settings, get_settings
+from sam_server.db.models import Job
+from sam_server.db.session import engine_for
+from sam_server.services.bootstrap import prepare_database
+
+log = logging.getLogger("sam.server")
+
+
+class _JobGauges:
+    """Jobs by state and tenant, read from the database at scrape time."""
+
+    def __init__(self, sessions: sessionmaker) -> None:  # type: ignore[type-arg]
+        self.sessions = sessions
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        gauge = GaugeMetricFamily("sam_jobs", "Jobs by state", labels=["state"])
+        with self.sessions() as session:
+            for state, n in session.execute(select(Job.state, func.count()).group_by(Job.state)):
+                gauge.add_metric([state], n)
+        yield gauge
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The SAM control plane; prepares the database (SQLite: creates/upgrades it) at creation."""
+    settings = settings or get_settings()
+    url = settings.resolved_database_url
+    prepare_database(settings)
+    app = FastAPI(
+        title="SAM",
+        version=__version__,
+        description="Scheduler and Allocation Manager for wafer-scale machines",
+    )
+    app.state.settings = settings
+    app.state.sessions = sessionmaker(engine_for(url), expire_on_commit=False)
+    app.state.broker_check = broker_check_for(settings)
+    app.state.submit_buckets = SubmitBuckets(settings.submit_rate_per_s)
+    registry = CollectorRegistry()
+    app.state.registry = registry
+    app.state.submits_total = Counter("sam_submits", "Jobs submitted", registry=registry)
+    registry.register(_JobGauges(app.state.sessions))
+    problems.install(app)
+    app.include_router(ops.router)
+    app.include_router(tenants.router)
+    app.include_router(jobs.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,72 @@
+"""Server-side `sam` subcommands: `sam server`, `sam scheduler`, `sam db upgrade`.
+
+They plug into the client's `sam` command through the `sam.commands` entry points. Every flag
+is mirrored by a `SAM_` environment variable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import click
+
+
+def _configure_logging() -> None:
+    level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@click.command("server")
+@click.option("--host", default="127.0.0.1", envvar="SAM_HOST", show_default=True)
+@click.option("--port", default=8000, type=int, envvar="SAM_PORT", show_default=True)
+@click.option("--workers", default=1, type=int, envvar="SAM_SERVER_WORKERS", show_default=True,
+              help="uvicorn worker processes")
+def server(host: str, port: int, workers: int) -> None:
+    """Run the control plane (REST API). On SQLite it creates or upgrades the database itself."""
+    import uvicorn
+
+    from sam_server.app import create_app
+    from sam_server.config import get_settings
+
+    _configure_logging()
+    settings = get_settings()
+    create_app(settings)  # prepare the database once, before any worker starts
+    click.echo(f"SAM control plane on http://{host}:{port}  (docs: http://{host}:{port}/docs)", err=True)
+    click.echo(f"database: {settings.resolved_database_url}", err=True)
+    if workers > 1:
+        uvicorn.run("sam_server.asgi:app", host=host, port=port, workers=workers, log_level="warning")
+    else:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+@click.command("scheduler")
+@click.option("--interval", default=None, type=float, help="seconds between timer-driven cycles")
+@click.option("--once", is_flag=True, help="run one planning cycle and exit")
+def scheduler(interval: float | None, once: bool) -> None:
+    """Run the scheduler loop: snapshot, plan, write decisions, dispatch (one leader at a time)."""
+    from sam_server.config import get_settings
+    from sam_server.scheduler_loop import run_scheduler
+
+    _configure_logging()
+    settings = get_settings()
+    run_scheduler(settings, interval=interval or settings.scheduler_interval_s, once=once)
+
+
+@click.group("db")
+def db() -> None:
+    """Database administration."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Create or upgrade the schema to the newest migration (run before `sam server` on Postgres)."""
+    from sam_server.config import get_settings
+    from sam_server.db.session import upgrade_database
+
+    settings = get_settings()
+    url = settings.resolved_database_url
+    if url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade_database(url)
+    click.echo(f"database upgraded: {url}", err=True)

@@ -1,0 +1,134 @@
+"""Settings (environment variables with the ``SAM_`` prefix) and the cluster file.
+
+CONTRACT section 4. Every setting is also a flag of the command that uses it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sam_server.errors import ConfigError
+
+# Usable fabric of each architecture (WSE-2: 750 x 994, WSE-3: 755 x 1170; see wse_sim.arch).
+ARCH_GRID = {"wse2": (750, 994), "wse3": (755, 1170)}
+
+
+class WaferConfig(BaseModel):
+    """One simulated wafer of the cluster file."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    arch: Literal["wse2", "wse3"] = "wse2"
+    rows: int | None = Field(default=None, ge=1)
+    cols: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _fit_arch(self) -> WaferConfig:
+        full_rows, full_cols = ARCH_GRID[self.arch]
+        self.rows = self.rows or full_rows
+        self.cols = self.cols or full_cols
+        if self.rows > full_rows or self.cols > full_cols:
+            raise ValueError(
+                f"wafer {self.id}: {self.rows}x{self.cols} exceeds the {self.arch} fabric "
+                f"({full_rows}x{full_cols})"
+            )
+        return self
+
+
+class ClusterConfig(BaseModel):
+    """The cluster file (``SAM_CLUSTER``): wafers and the number of compile servers."""
+
+    model_config = ConfigDict(extra="forbid")
+    wafers: list[WaferConfig] = Field(min_length=1)
+    compile_servers: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ClusterConfig:
+        ids = [w.id for w in self.wafers]
+        if len(ids) != len(set(ids)):
+            raise ValueError("wafer ids must be unique")
+        return self
+
+
+DEFAULT_CLUSTER = ClusterConfig(
+    wafers=[WaferConfig(id="wse-0", arch="wse2"), WaferConfig(id="wse-1", arch="wse2")],
+    compile_servers=1,
+)
+
+
+class Settings(BaseSettings):
+    """SAM's configuration; the defaults are the embedded ones (SQLite, no Redis)."""
+
+    model_config = SettingsConfigDict(env_prefix="SAM_", extra="ignore")
+
+    env: Literal["development", "production"] = "development"
+    data_dir: Path = Path("./sam-data")
+    database_url: str | None = None
+    broker_url: str | None = None
+    admin_token: str | None = None
+    cluster: Path | None = None
+    max_body_bytes: int = 1024 * 1024
+    max_page_size: int = 500
+    submit_rate_per_s: float = 0.0  # per-tenant token bucket; 0 disables it
+    scheduler_interval_s: float = 1.0
+    lease_s: float = 30.0
+    heartbeat_s: float = 5.0
+    max_attempts: int = 3
+
+    @model_validator(mode="after")
+    def _no_default_secrets(self) -> Settings:
+        if self.env == "production" and not self.admin_token:
+            raise ValueError("SAM_ADMIN_TOKEN must be set when SAM_ENV=production")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL; SQLite under the data directory unless SAM_DATABASE_URL is set."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'sam.db').resolve()}"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        """Celery broker URL; the embedded filesystem transport unless SAM_BROKER_URL is set."""
+        return self.broker_url or "filesystem://"
+
+    @property
+    def broker_dir(self) -> Path:
+        return (self.data_dir / "broker").resolve()
+
+    def ensure_admin_token(self) -> str:
+        """The admin token: SAM_ADMIN_TOKEN, or in development one kept in the data directory."""
+        if self.admin_token:
+            return self.admin_token
+        path = self.data_dir / "admin.token"
+        if path.exists():
+            return path.read_text().strip()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        token = "sam_admin_" + secrets.token_urlsafe(24)
+        path.write_text(token + "\n")
+        path.chmod(0o600)
+        return token
+
+    def load_cluster(self) -> ClusterConfig:
+        """The cluster file named by SAM_CLUSTER, or the default two full WSE-2 wafers."""
+        if self.cluster is None:
+            return DEFAULT_CLUSTER
+        try:
+            raw = yaml.safe_load(Path(self.cluster).read_text())
+            return ClusterConfig.model_validate(raw)
+        except (OSError, yaml.YAMLError, ValueError) as exc:
+            raise ConfigError(f"cannot load the cluster file {self.cluster}: {exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,232 @@
+"""SQLAlchemy 2.0 models. The database is SAM's source of truth (DESIGN: decisions already taken).
+
+Only `sam_server.services.transitions.transition` writes `Job.state`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from sam_server.db.types import utcnow
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    max_pes: Mapped[int | None] = mapped_column(BigInteger)
+    max_running_jobs: Mapped[int | None] = mapped_column(Integer)
+    max_queued_jobs: Mapped[int | None] = mapped_column(Integer)
+    share: Mapped[float] = mapped_column(Float, default=1.0)
+    usage_pe_s: Mapped[float] = mapped_column(Float, default=0.0)
+    usage_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_users_tenant_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16), default="user")
+    usage_pe_s: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    tenant: Mapped[Tenant | None] = relationship(lazy="joined")
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship(lazy="joined")
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_tenant_idem"),
+        Index("ix_jobs_state_created", "state", "created_at"),
+        Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, index=True)  # submit order, for FIFO tie-breaks
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    priority: Mapped[str] = mapped_column(String(8), default="normal")
+    mode: Mapped[str] = mapped_column(String(16), default="train")
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    req_rows: Mapped[int] = mapped_column(Integer)
+    req_cols: Mapped[int] = mapped_column(Integer)
+    time_limit_s: Mapped[int] = mapped_column(Integer)
+    total_steps: Mapped[int] = mapped_column(Integer, default=0)
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    eligible_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lost_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str | None] = mapped_column(String(64))
+    explain: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The region the job holds while running (null otherwise).
+    wafer_id: Mapped[str | None] = mapped_column(String(64))
+    region_row: Mapped[int | None] = mapped_column(Integer)
+    region_col: Mapped[int | None] = mapped_column(Integer)
+    region_rows: Mapped[int | None] = mapped_column(Integer)
+    region_cols: Mapped[int | None] = mapped_column(Integer)
+    progress_step: Mapped[int] = mapped_column(Integer, default=0)
+    progress_loss: Mapped[float | None] = mapped_column(Float)
+    error_kind: Mapped[str | None] = mapped_column(String(32))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    compile_key: Mapped[str | None] = mapped_column(String(128))
+    compile_cache_hit: Mapped[bool | None] = mapped_column(Boolean)
+    compile_seconds: Mapped[float | None] = mapped_column(Float)
+    compile_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    checkpoint_step: Mapped[int | None] = mapped_column(Integer)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_preempted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    version: Mapped[int] = mapped_column(Integer, default=0)
+
+    tenant: Mapped[Tenant] = relationship(lazy="joined")
+    user: Mapped[User] = relationship(lazy="joined")
+
+
+class JobEvent(Base):
+    """One state transition of a job: the audit trail."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class JobLog(Base):
+    """One log line of a job, in order."""
+
+    __tablename__ = "job_logs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    level: Mapped[str] = mapped_column(String(8), default="INFO")
+    line: Mapped[str] = mapped_column(Text)
+
+
+class JobMetric(Base):
+    """Per-step training metrics, step 0 first."""
+
+    __tablename__ = "job_metrics"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    loss: Mapped[float] = mapped_column(Float)
+    sim_cycles: Mapped[int] = mapped_column(BigInteger)
+    samples_per_sec: Mapped[float] = mapped_column(Float)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class JobAttempt(Base):
+    """One run of a job on a wafer region: the allocation history."""
+
+    __tablename__ = "job_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    tenant_id: Mapped[int] = mapped_column(Integer)
+    wafer_id: Mapped[str] = mapped_column(String(64), index=True)
+    row: Mapped[int] = mapped_column(Integer)
+    col: Mapped[int] = mapped_column(Integer)
+    rows: Mapped[int] = mapped_column(Integer)
+    cols: Mapped[int] = mapped_column(Integer)
+    placed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    worker: Mapped[str | None] = mapped_column(String(128))
+    start_step: Mapped[int] = mapped_column(Integer, default=0)
+    outcome: Mapped[str | None] = mapped_column(String(32))
+
+
+class Wafer(Base):
+    """A simulated wafer, registered from the cluster file; its worker heartbeats."""
+
+    __tablename__ = "wafers"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    arch: Mapped[str] = mapped_column(String(8))
+    rows: Mapped[int] = mapped_column(Integer)
+    cols: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="offline")
+    worker: Mapped[str | None] = mapped_column(String(128))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    registered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CompileServer(Base):
+    """A compile worker process, known by its heartbeats."""
+
+    __tablename__ = "compile_servers"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    busy: Mapped[int] = mapped_column(Integer, default=0)
+    compiles: Mapped[int] = mapped_column(Integer, default=0)
+    cache_hits: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class OutboxMessage(Base):
+    """A Celery message decided in a committed transaction, sent after commit (transactional outbox)."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task: Mapped[str] = mapped_column(String(128))
+    queue: Mapped[str] = mapped_column(String(128))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)

@@ -1,0 +1,213 @@
+"""The job spec (`job.yaml`), CONTRACT section 1.
+
+Every model forbids unknown keys so that a typo fails at submit instead of being ignored.
+Workers receive `JobSpec.model_dump(mode="json")`: a plain dict with every default filled in.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str | int | float) -> int:
+    """Seconds in a duration such as ``90``, ``"30m"``, ``"2h"`` or ``"1.5h"``."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string such as '30m'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a duration; write e.g. '90s', '30m' or '2h'")
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return int(round(seconds))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ModelSpec(_Strict):
+    """The model: a user file and class, or a built-in family."""
+
+    file: str | None = None
+    class_: str | None = Field(default=None, alias="class")
+    builtin: Literal["mlp", "cnn", "gpt"] | None = None
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        if self.builtin is not None and (self.file or self.class_):
+            raise ValueError("give either model.builtin or model.file + model.class, not both")
+        if self.builtin is None:
+            if not self.file or not self.class_:
+                raise ValueError("model needs 'file' and 'class' (or 'builtin: mlp|cnn|gpt')")
+        return self
+
+
+class DataSpec(_Strict):
+    """Where batches come from."""
+
+    source: Literal["synthetic", "file"] = "synthetic"
+    task: Literal["classification", "regression", "language_model"] | None = None
+    input_shape: list[int] | None = None
+    num_classes: int | None = Field(default=None, ge=1)
+    file: str | None = None
+    function: str | None = None
+    batch_size: int = Field(default=64, ge=1, le=65536)
+
+    @field_validator("input_shape")
+    @classmethod
+    def _positive_dims(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (not v or any(d <= 0 for d in v)):
+            raise ValueError("input_shape must be a non-empty list of positive sizes")
+        return v
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> DataSpec:
+        if self.source == "file" and not self.function:
+            raise ValueError("data.source 'file' needs data.function (make_batch(step, batch_size))")
+        if self.source == "synthetic" and self.function:
+            raise ValueError("data.function is only for data.source 'file'")
+        return self
+
+
+class OptimizerSpec(_Strict):
+    """torch.optim's meaning of every field."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Literal["sgd", "adam", "adamw"] = "sgd"
+    lr: float = Field(default=0.01, gt=0)
+
+    @model_validator(mode="after")
+    def _known_fields(self) -> OptimizerSpec:
+        allowed = {
+            "sgd": {"momentum", "dampening", "weight_decay", "nesterov"},
+            "adam": {"betas", "eps", "weight_decay", "amsgrad"},
+            "adamw": {"betas", "eps", "weight_decay", "amsgrad"},
+        }[self.name]
+        extra = set(self.model_extra or {}) - allowed
+        if extra:
+            raise ValueError(
+                f"optimizer {self.name!r} has no field(s) {sorted(extra)}; allowed: {sorted(allowed)}"
+            )
+        return self
+
+
+class TrainSpec(_Strict):
+    loss: Literal["cross_entropy", "mse", "model"] = "cross_entropy"
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    seed: int = 0
+
+
+class CompileOptions(_Strict):
+    target_device: Literal["WSE-2", "WSE-3"] = "WSE-2"
+    fp16_enabled: bool = False
+    optimizer_state_offload: bool = False
+    max_activation_memory: int | None = Field(default=None, ge=1)
+    execution_mode: Literal["pipelined", "weight_streaming"] = "pipelined"
+
+
+class RunOptions(_Strict):
+    num_epochs: int = Field(default=1, ge=1)
+    steps_per_epoch: int = Field(default=100, ge=1)
+    checkpoint_enabled: bool = True
+    checkpoint_every: int = Field(default=50, ge=1)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    stop_on_nan: bool = True
+
+    @property
+    def total_steps(self) -> int:
+        return self.num_epochs * self.steps_per_epoch
+
+
+class DataLoading(_Strict):
+    prefetch_depth: int = Field(default=2, ge=0, le=64)
+    use_parallel_loader: bool = True
+
+
+class RegionRequest(_Strict):
+    rows: int = Field(ge=1)
+    cols: int = Field(ge=1)
+
+
+class Resources(_Strict):
+    region: RegionRequest | None = None
+    pes: int | None = Field(default=None, ge=1)
+    time_limit: int = 1800
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> int:
+        return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Resources:
+        if self.region is not None and self.pes is not None:
+            raise ValueError("give resources.region or resources.pes, not both")
+        if self.region is None and self.pes is None:
+            self.region = RegionRequest(rows=8, cols=8)
+        return self
+
+    def shape(self) -> tuple[int, int]:
+        """(rows, cols) of the requested rectangle; a PE count becomes the squarest shape."""
+        if self.region is not None:
+            return self.region.rows, self.region.cols
+        return squarest_shape(self.pes or 1)
+
+
+def squarest_shape(pes: int) -> tuple[int, int]:
+    """The (rows, cols) with rows*cols >= pes closest to a square, rows <= cols."""
+    rows = max(1, int(pes**0.5))
+    while rows > 1 and pes % rows:
+        rows -= 1
+    cols = pes // rows
+    if rows * 4 < cols:  # a prime-ish count: accept a little waste for a usable shape
+        rows = max(1, int(round(pes**0.5)))
+        cols = -(-pes // rows)
+    return rows, cols
+
+
+class JobSpec(_Strict):
+    """A whole job.yaml."""
+
+    name: str = Field(min_length=1, max_length=128)
+    priority: Literal["low", "normal", "high", "urgent"] = "normal"
+    mode: Literal["train", "compile_only", "validate_only"] = "train"
+    model: ModelSpec
+    data: DataSpec = Field(default_factory=DataSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    compile_options: CompileOptions = Field(default_factory=CompileOptions)
+    run_options: RunOptions = Field(default_factory=RunOptions)
+    data_loading: DataLoading = Field(default_factory=DataLoading)
+    resources: Resources = Field(default_factory=Resources)
+
+    @model_validator(mode="after")
+    def _synthetic_defaults(self) -> JobSpec:
+        d = self.data
+        if d.source == "synthetic":
+            if d.task is None:
+                d.task = {"gpt": "language_model", "cnn": "classification"}.get(
+                    self.model.builtin or "", "classification"
+                )
+            if d.input_shape is None:
+                d.input_shape = {
+                    "cnn": [1, 28, 28],
+                    "gpt": [32],
+                }.get(self.model.builtin or "", [784])
+            if d.num_classes is None and d.task in ("classification", "language_model"):
+                d.num_classes = 10 if d.task == "classification" else 64
+        return self
+
+    def referenced_files(self) -> list[str]:
+        """Every file the spec names; each must be uploaded with the job."""
+        names = [self.model.file, self.data.file]
+        return [n for n in names if n]

@@ -1,0 +1,55 @@
+"""Request and response bodies for tenants and users."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Quota(BaseModel):
+    """Per-tenant limits; an omitted limit means no limit (share: 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_pes: int | None = Field(default=None, ge=1)
+    max_running_jobs: int | None = Field(default=None, ge=0)
+    max_queued_jobs: int | None = Field(default=None, ge=0)
+    share: float = Field(default=1.0, gt=0)
+
+
+class Usage(BaseModel):
+    running_jobs: int
+    queued_jobs: int
+    pes: int
+    pe_seconds: float
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    quota: Quota = Field(default_factory=Quota)
+
+
+class TenantRead(BaseModel):
+    name: str
+    quota: Quota
+    usage: Usage
+
+
+class UserCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+    role: Literal["user", "admin"] = "user"
+
+
+class UserCreated(BaseModel):
+    name: str
+    tenant: str
+    role: str
+    token: str
+
+
+class WhoAmI(BaseModel):
+    name: str
+    tenant: str | None
+    role: str

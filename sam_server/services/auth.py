@@ -1,0 +1,105 @@
+"""Principals and API tokens: random, prefixed, stored only as a SHA-256 hash, shown once."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sam_server.db.models import ApiToken, Tenant, User
+from sam_server.db.types import utcnow
+from sam_server.errors import Forbidden, Unauthorized
+
+TOKEN_PREFIX = "sam_"
+ADMIN_NAME = "admin"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a user of a tenant, or an admin (who may have no tenant)."""
+
+    user_id: int
+    name: str
+    role: str
+    tenant_id: int | None
+    tenant: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token (tokens are high-entropy, so a fast hash is right)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh token: prefix + 32 random bytes, URL-safe."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def issue_token(session: Session, *, user: User, token: str | None = None) -> str:
+    """Store a token for `user` (a new random one unless given) and return it in clear, once."""
+    token = token or new_token()
+    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), prefix=token[:8]))
+    return token
+
+
+def authenticate(session: Session, *, token: str | None) -> Principal:
+    """The principal owning `token`, or `Unauthorized`."""
+    if not token:
+        raise Unauthorized("send 'Authorization: Bearer <token>'; `sam admin user create` makes one")
+    digest = hash_token(token)
+    row = session.execute(
+        select(ApiToken).where(ApiToken.token_hash == digest)
+    ).scalar_one_or_none()
+    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_hash, digest):
+        raise Unauthorized("the token is unknown or revoked; ask an admin for a new one")
+    user = row.user
+    tenant = user.tenant
+    return Principal(user.id, user.name, user.role, user.tenant_id, tenant.name if tenant else None)
+
+
+def revoke_token(session: Session, *, token: str) -> None:
+    """Revoke `token`; later calls with it get 401."""
+    row = session.execute(
+        select(ApiToken).where(ApiToken.token_hash == hash_token(token))
+    ).scalar_one_or_none()
+    if row is not None:
+        row.revoked_at = utcnow()
+
+
+def require_admin(principal: Principal) -> None:
+    """Raise `Forbidden` unless `principal` is an admin."""
+    if not principal.is_admin:
+        raise Forbidden("this call is for admins only")
+
+
+def bootstrap_admin(session: Session, *, token: str) -> None:
+    """Make sure the admin principal exists and `token` (SAM_ADMIN_TOKEN) authenticates it."""
+    admin = session.execute(
+        select(User).where(User.name == ADMIN_NAME, User.tenant_id.is_(None))
+    ).scalar_one_or_none()
+    if admin is None:
+        admin = User(name=ADMIN_NAME, tenant_id=None, role="admin")
+        session.add(admin)
+        session.flush()
+    exists = session.execute(
+        select(ApiToken.id).where(ApiToken.token_hash == hash_token(token))
+    ).first()
+    if exists is None:
+        issue_token(session, user=admin, token=token)
+
+
+def tenant_of(session: Session, principal: Principal) -> Tenant:
+    """The caller's tenant; admins without a tenant cannot act as one."""
+    if principal.tenant_id is None:
+        raise Forbidden("the admin principal has no tenant; submit jobs with a tenant user's token")
+    tenant = session.get(Tenant, principal.tenant_id)
+    assert tenant is not None
+    return tenant

@@ -1,0 +1,253 @@
+"""Job verbs: submit, list, get, cancel. Every state change goes through `transition`."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from sam_server.db.models import Job, JobEvent, JobLog, Tenant, User, Wafer
+from sam_server.errors import (
+    Forbidden,
+    IdempotencyMismatch,
+    InvalidSpec,
+    InvalidTransition,
+    JobNotFound,
+    NeverFits,
+    QuotaExceeded,
+)
+from sam_server.schemas.job_spec import JobSpec
+from sam_server.schemas.safe_yaml import load_spec_yaml
+from sam_server.services.auth import Principal, tenant_of
+from sam_server.services.spec_check import check_files, parse_spec
+from sam_server.services.transitions import TERMINAL, JobState, transition
+
+_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+
+def new_job_id() -> str:
+    """A short random id (random, so ids say nothing about other tenants' activity)."""
+    return "j" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(11))
+
+
+@dataclass
+class Submitted:
+    job: Job
+    created: bool  # False when an Idempotency-Key replayed an earlier submit
+
+
+def validate_submission(
+    *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
+) -> JobSpec:
+    """The validated spec of a submit body, or `InvalidSpec` naming each problem."""
+    if (spec is None) == (spec_yaml is None):
+        raise InvalidSpec("send exactly one of 'spec' (a JSON object) or 'spec_yaml' (its text)")
+    if spec_yaml is not None:
+        try:
+            spec = load_spec_yaml(spec_yaml)
+        except ValueError as exc:
+            raise InvalidSpec(str(exc), errors=[{"field": "spec_yaml", "message": str(exc)}]) from exc
+    parsed = parse_spec(spec)
+    check_files(parsed, files)
+    return parsed
+
+
+def check_can_ever_run(session: Session, tenant: Tenant, spec: JobSpec) -> None:
+    """`NeverFits` for a region larger than every wafer or over the tenant's `max_pes`."""
+    rows, cols = spec.resources.shape()
+    if tenant.max_pes is not None and rows * cols > tenant.max_pes:
+        raise NeverFits(
+            f"the job asks for {rows}x{cols} = {rows * cols} PEs but tenant {tenant.name!r} may "
+            f"hold at most {tenant.max_pes} (its max_pes quota); ask for a smaller region or a larger quota",
+            errors=[{"field": "spec.resources", "message": "over the tenant's max_pes"}],
+        )
+    wafers = session.execute(select(Wafer.id, Wafer.rows, Wafer.cols)).all()
+    if wafers and not any(rows <= w.rows and cols <= w.cols for w in wafers):
+        largest = max(wafers, key=lambda w: w.rows * w.cols)
+        raise NeverFits(
+            f"no wafer has a {rows}x{cols} region; the largest is {largest.id} "
+            f"({largest.rows}x{largest.cols})",
+            errors=[{"field": "spec.resources.region", "message": "larger than every wafer"}],
+        )
+
+
+def request_hash(spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]) -> str:
+    """A stable hash of a submit body, to compare Idempotency-Key replays."""
+    body = json.dumps({"spec": spec, "spec_yaml": spec_yaml, "files": files}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def submit_job(
+    session: Session,
+    *,
+    principal: Principal,
+    spec: dict[str, Any] | None,
+    files: dict[str, str],
+    spec_yaml: str | None = None,
+    idempotency_key: str | None = None,
+) -> Submitted:
+    """Validate and store a job in state `queued`; nothing is written on rejection."""
+    tenant = tenant_of(session, principal)
+    digest = request_hash(spec, spec_yaml, files)
+    if idempotency_key:
+        previous = _idempotent_replay(session, tenant, idempotency_key, digest)
+        if previous is not None:
+            return Submitted(previous, created=False)
+    parsed = validate_submission(spec=spec, spec_yaml=spec_yaml, files=files)
+    if parsed.priority == "urgent" and not principal.is_admin:
+        raise Forbidden("priority 'urgent' is for admins; use 'high'")
+    check_can_ever_run(session, tenant, parsed)
+    _check_queued_quota(session, tenant)
+    job = _new_job(principal, tenant, parsed, files, idempotency_key, digest)
+    session.add(job)
+    session.add(JobEvent(job_id=job.id, from_state=None, to_state="queued", reason="submitted"))
+    session.add(JobLog(job_id=job.id, line=f"submitted by {principal.name} ({tenant.name})"))
+    session.flush()
+    return Submitted(job, created=True)
+
+
+def _new_job(
+    principal: Principal,
+    tenant: Tenant,
+    spec: JobSpec,
+    files: dict[str, str],
+    idempotency_key: str | None,
+    digest: str,
+) -> Job:
+    rows, cols = spec.resources.shape()
+    return Job(
+        id=new_job_id(),
+        seq=time.time_ns(),
+        tenant_id=tenant.id,
+        user_id=principal.user_id,
+        name=spec.name,
+        state=JobState.QUEUED.value,
+        priority=spec.priority,
+        mode=spec.mode,
+        spec=spec.model_dump(mode="json", by_alias=True),
+        files=files,
+        req_rows=rows,
+        req_cols=cols,
+        time_limit_s=spec.resources.time_limit,
+        total_steps=spec.run_options.total_steps if spec.mode == "train" else 0,
+        idempotency_key=idempotency_key,
+        request_hash=digest,
+        reason="CompilePending",
+        attempts=0,
+        lost_attempts=0,
+        progress_step=0,
+        preempt_count=0,
+        version=0,
+        cancel_requested=False,
+        preempt_requested=False,
+    )
+
+
+def _idempotent_replay(session: Session, tenant: Tenant, key: str, digest: str) -> Job | None:
+    job = session.execute(
+        select(Job).where(Job.tenant_id == tenant.id, Job.idempotency_key == key)
+    ).scalar_one_or_none()
+    if job is not None and job.request_hash != digest:
+        raise IdempotencyMismatch(
+            f"Idempotency-Key {key!r} was used for another request body; use a new key"
+        )
+    return job
+
+
+def _check_queued_quota(session: Session, tenant: Tenant) -> None:
+    if tenant.max_queued_jobs is None:
+        return
+    # Lock the tenant row so that concurrent submits cannot both pass the count (Postgres);
+    # SQLite serializes writers anyway.
+    session.execute(select(Tenant.id).where(Tenant.id == tenant.id).with_for_update())
+    active = session.execute(
+        select(func.count()).where(
+            Job.tenant_id == tenant.id, Job.state.not_in([s.value for s in TERMINAL])
+        )
+    ).scalar_one()
+    if active >= tenant.max_queued_jobs:
+        raise QuotaExceeded(
+            f"tenant {tenant.name!r} already has {active} unfinished jobs (max_queued_jobs="
+            f"{tenant.max_queued_jobs}); wait for some to finish or cancel some"
+        )
+
+
+def get_job(session: Session, *, principal: Principal, job_id: str) -> Job:
+    """The job, if the caller's tenant owns it (admins: any); otherwise 404, never 403."""
+    query = select(Job).where(Job.id == job_id)
+    if not principal.is_admin:
+        query = query.where(Job.tenant_id == principal.tenant_id)
+    job = session.execute(query).scalar_one_or_none()
+    if job is None:
+        raise JobNotFound(f"no job {job_id!r}; `sam queue --all` lists your jobs")
+    return job
+
+
+def cancel_job(session: Session, *, principal: Principal, job_id: str) -> Job:
+    """Cancel: a job not yet running ends at once; a running one goes to `cancelling`."""
+    job = get_job(session, principal=principal, job_id=job_id)
+    state = JobState(job.state)
+    if state in TERMINAL:
+        raise InvalidTransition(f"job {job.id} already ended ({state.value}); nothing to cancel")
+    if state == JobState.CANCELLING:
+        return job
+    job.cancel_requested = True
+    session.flush()
+    by = f"cancelled by {principal.name}"
+    if state == JobState.RUNNING:
+        transition(session, job, JobState.CANCELLING, reason=by)
+    else:
+        transition(session, job, JobState.CANCELLED, reason=by)
+        job.reason = None
+    session.add(JobLog(job_id=job.id, line=by))
+    return job
+
+
+def encode_cursor(job: Job) -> str:
+    return base64.urlsafe_b64encode(f"{job.seq}:{job.id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        seq, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split(":", 1)
+        return int(seq), job_id
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidSpec("the cursor is not one this server issued; start without it") from exc
+
+
+def list_jobs(
+    session: Session,
+    *,
+    principal: Principal,
+    states: list[str] | None = None,
+    user: str | None = None,
+    tenant: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> tuple[list[Job], str | None]:
+    """A page of jobs, newest first, and the cursor of the next page (None on the last)."""
+    query = select(Job)
+    if principal.is_admin:
+        if tenant:
+            query = query.join(Tenant, Job.tenant_id == Tenant.id).where(Tenant.name == tenant)
+    else:
+        query = query.where(Job.tenant_id == principal.tenant_id)
+    if states:
+        query = query.where(Job.state.in_(states))
+    if user:
+        query = query.join(User, Job.user_id == User.id).where(User.name == user)
+    if cursor:
+        seq, job_id = decode_cursor(cursor)
+        query = query.where(or_(Job.seq < seq, and_(Job.seq == seq, Job.id < job_id)))
+    rows = list(
+        session.execute(query.order_by(Job.seq.desc(), Job.id.desc()).limit(limit + 1)).scalars()
+    )
+    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return rows[:limit], next_cursor

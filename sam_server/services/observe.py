@@ -1,0 +1,141 @@
+"""Read-side verbs: logs, metrics, explain, report, the queue and the cluster view."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sam_server.db.models import CompileServer, Job, JobLog, JobMetric, Wafer
+from sam_server.db.types import as_utc, utcnow
+from sam_server.schemas.jobs import job_view
+from sam_server.services.auth import Principal
+from sam_server.services.transitions import JobState
+
+WAITING = (JobState.QUEUED.value, JobState.COMPILING.value, JobState.PENDING.value)
+
+
+def log_lines(session: Session, *, job: Job, after_id: int = 0) -> list[JobLog]:
+    """The job's log lines after id `after_id`, in order."""
+    return list(
+        session.execute(
+            select(JobLog).where(JobLog.job_id == job.id, JobLog.id > after_id).order_by(JobLog.id)
+        ).scalars()
+    )
+
+
+def format_log(line: JobLog) -> str:
+    at = as_utc(line.at)
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if at else ""
+    return f"{stamp} {line.level:<5} {line.line}"
+
+
+def metrics(session: Session, *, job: Job) -> dict[str, Any]:
+    """`{steps: [{step, loss, sim_cycles, samples_per_sec}], ...}`, step 0 first."""
+    rows = session.execute(
+        select(JobMetric).where(JobMetric.job_id == job.id).order_by(JobMetric.step)
+    ).scalars()
+    steps = [
+        {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles, "samples_per_sec": m.samples_per_sec}
+        for m in rows
+    ]
+    total_cycles = sum(s["sim_cycles"] for s in steps)
+    return {
+        "job_id": job.id,
+        "steps": steps,
+        "total_steps": job.total_steps,
+        "total_sim_cycles": total_cycles,
+        "final_loss": steps[-1]["loss"] if steps else None,
+    }
+
+
+def explain(job: Job) -> dict[str, Any]:
+    """Why the job is not running: every reason, its position and ETA (from the last plan)."""
+    data = dict(job.explain or {})
+    reasons = data.get("reasons") or []
+    if job.state in (JobState.RUNNING.value, JobState.CANCELLING.value):
+        reasons = []
+    elif job.state in (s.value for s in JobState if s.value in ("succeeded", "failed", "cancelled")):
+        reasons = [{"code": "Ended", "message": f"the job {job.state}"}]
+    elif not reasons:
+        reasons = [{"code": "NotYetPlanned", "message": "the scheduler has not looked at it yet"}]
+    return {
+        "job_id": job.id,
+        "state": job.state,
+        "reasons": reasons,
+        "position": data.get("position") if job.state in WAITING else None,
+        "eta": data.get("eta") if job.state in WAITING else None,
+        "priority": data.get("priority"),
+    }
+
+
+def queue(session: Session, *, principal: Principal) -> list[dict[str, Any]]:
+    """Jobs not yet running, in the order the scheduler will consider them."""
+    query = select(Job).where(Job.state.in_(WAITING))
+    if not principal.is_admin:
+        query = query.where(Job.tenant_id == principal.tenant_id)
+    jobs = list(session.execute(query).scalars())
+
+    def order(job: Job) -> tuple[int, int]:
+        position = (job.explain or {}).get("position")
+        return (position if isinstance(position, int) else 10**9, job.seq)
+
+    jobs.sort(key=order)
+    items = []
+    for job in jobs:
+        item = job_view(job)
+        info = explain(job)
+        item.update(position=info["position"], priority_detail=info["priority"])
+        item.update(reasons=info["reasons"], eta=info["eta"])
+        items.append(item)
+    return items
+
+
+def wafer_online(wafer: Wafer, *, now: datetime | None = None, stale_s: float = 15.0) -> bool:
+    """A wafer takes jobs while its worker heartbeats."""
+    beat = as_utc(wafer.heartbeat_at)
+    now = now or utcnow()
+    return wafer.state == "online" and beat is not None and (now - beat).total_seconds() < stale_s
+
+
+def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) -> dict[str, Any]:
+    """Wafers with their allocations (other tenants' job ids hidden from non-admins)."""
+    running = list(
+        session.execute(select(Job).where(Job.wafer_id.is_not(None))).scalars()
+    )
+    out = []
+    for wafer in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
+        allocs = []
+        for job in (j for j in running if j.wafer_id == wafer.id):
+            own = principal.is_admin or job.tenant_id == principal.tenant_id
+            allocs.append(
+                {
+                    "job_id": job.id if own else None,
+                    "tenant": job.tenant.name if own else None,
+                    "row": job.region_row,
+                    "col": job.region_col,
+                    "rows": job.region_rows,
+                    "cols": job.region_cols,
+                }
+            )
+        used = sum(a["rows"] * a["cols"] for a in allocs)
+        online = wafer_online(wafer, stale_s=stale_s)
+        out.append(
+            {
+                "id": wafer.id,
+                "arch": wafer.arch,
+                "rows": wafer.rows,
+                "cols": wafer.cols,
+                "state": "online" if online else "offline",
+                "free_pes": wafer.rows * wafer.cols - used,
+                "allocations": allocs,
+            }
+        )
+    servers = [
+        {"id": s.id, "heartbeat_at": as_utc(s.heartbeat_at), "busy": s.busy, "compiles": s.compiles,
+         "cache_hits": s.cache_hits}
+        for s in session.execute(select(CompileServer).order_by(CompileServer.id)).scalars()
+    ]
+    return {"wafers": out, "compile_servers": servers}

@@ -1,0 +1,75 @@
+"""Submit-time checks of a spec and its files, so a job that can never run fails at once (422)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from pydantic import ValidationError
+
+from sam_server.errors import InvalidSpec
+from sam_server.schemas.job_spec import JobSpec
+
+_BAD_NAME_CHARS = ("/", "\\", "\x00")
+
+
+def validation_errors(exc: ValidationError, prefix: str = "spec") -> list[dict[str, str]]:
+    """Pydantic errors as `[{field, message}]`, each naming its dotted field path."""
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if p not in ("function-after",))
+        field = f"{prefix}.{loc}" if loc else prefix
+        out.append({"field": field, "message": err["msg"]})
+    return out
+
+
+def parse_spec(raw: Any) -> JobSpec:
+    """`raw` as a `JobSpec`, or `InvalidSpec` naming every bad field."""
+    if not isinstance(raw, dict):
+        raise InvalidSpec("the job spec must be a mapping (job.yaml's top level)")
+    try:
+        return JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        errors = validation_errors(exc)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        raise InvalidSpec(f"the job spec is invalid: {detail}", errors=errors) from exc
+
+
+def check_files(spec: JobSpec, files: dict[str, str]) -> None:
+    """Every file the spec names was uploaded, names are plain, and the Python parses and defines
+    what the spec says it does (checked with `ast`: user code is never run in the server)."""
+    errors: list[dict[str, str]] = []
+    for name in files:
+        if not name or any(c in name for c in _BAD_NAME_CHARS) or name in (".", ".."):
+            errors.append({"field": f"files.{name}", "message": "file names must be plain names"})
+    wanted = {"spec.model.file": spec.model.file, "spec.data.file": spec.data.file}
+    for field, name in wanted.items():
+        if name and name not in files:
+            errors.append({"field": field, "message": f"{name!r} was not uploaded with the job"})
+    if not errors:
+        errors += _check_python(spec, files)
+    if errors:
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        raise InvalidSpec(detail, errors=errors)
+
+
+def _check_python(spec: JobSpec, files: dict[str, str]) -> list[dict[str, str]]:
+    errors: list[dict[str, str]] = []
+    needs: list[tuple[str, str, str, type]] = []
+    if spec.model.file and spec.model.class_:
+        needs.append(("spec.model.class", spec.model.file, spec.model.class_, ast.ClassDef))
+    if spec.data.source == "file" and spec.data.function:
+        data_file = spec.data.file or spec.model.file
+        if data_file:
+            needs.append(("spec.data.function", data_file, spec.data.function, ast.FunctionDef))
+    for field, fname, symbol, kind in needs:
+        try:
+            tree = ast.parse(files[fname], filename=fname)
+        except SyntaxError as exc:
+            errors.append({"field": f"files.{fname}", "message": f"line {exc.lineno}: {exc.msg}"})
+            continue
+        names = {n.name for n in tree.body if isinstance(n, kind)}
+        if symbol not in names:
+            what = "class" if kind is ast.ClassDef else "function"
+            errors.append({"field": field, "message": f"{fname} defines no top-level {what} {symbol!r}"})
+    return errors

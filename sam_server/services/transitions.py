@@ -1,0 +1,96 @@
+"""The one writer of `Job.state`: an explicit table of allowed transitions.
+
+Every state change in SAM (API, scheduler, workers, reaper) goes through `transition`, which
+checks the table, stamps times, bumps the row version and records a `JobEvent`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+
+from sam_server.db.models import Job, JobEvent
+from sam_server.db.types import utcnow
+from sam_server.errors import InvalidTransition
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    COMPILING = "compiling"
+    PENDING = "pending"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+ACTIVE = frozenset(JobState) - TERMINAL
+
+# from-state -> the states it may move to. Requeues (compiling -> queued, running -> pending) are
+# how lost workers and preemption give a job back to the scheduler.
+ALLOWED: dict[JobState, frozenset[JobState]] = {
+    JobState.QUEUED: frozenset({JobState.COMPILING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.COMPILING: frozenset(
+        {JobState.PENDING, JobState.QUEUED, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLING, JobState.PENDING}
+    ),
+    JobState.CANCELLING: frozenset({JobState.CANCELLED, JobState.SUCCEEDED, JobState.FAILED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+
+def can_transition(from_state: str, to_state: str) -> bool:
+    """Whether the table allows `from_state` -> `to_state`."""
+    return JobState(to_state) in ALLOWED[JobState(from_state)]
+
+
+def transition(
+    session: Session,
+    job: Job,
+    to: JobState | str,
+    *,
+    reason: str | None = None,
+    expect_version: int | None = None,
+) -> Job:
+    """Move `job` to state `to`, or raise `InvalidTransition`.
+
+    With `expect_version`, the write is a compare-and-set on the row version: a concurrent writer
+    (another worker, a duplicate Celery delivery) makes it raise instead of overwriting.
+    """
+    to = JobState(to)
+    current = JobState(job.state)
+    if to not in ALLOWED[current]:
+        raise InvalidTransition(f"job {job.id} is {current.value}; it cannot become {to.value}")
+    now = utcnow()
+    values: dict[str, object] = {"state": to.value, "updated_at": now, "version": job.version + 1}
+    if to == JobState.RUNNING:
+        values["started_at"] = job.started_at or now
+    if to in TERMINAL:
+        values["finished_at"] = now
+        values.update(wafer_id=None, region_row=None, region_col=None)
+        values.update(region_rows=None, region_cols=None, lease_owner=None, lease_expires_at=None)
+    if to in (JobState.PENDING, JobState.QUEUED):
+        values.update(wafer_id=None, region_row=None, region_col=None)
+        values.update(region_rows=None, region_cols=None, lease_owner=None, lease_expires_at=None)
+    version = job.version if expect_version is None else expect_version
+    result = session.execute(
+        update(Job).where(Job.id == job.id, Job.version == version).values(**values)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise InvalidTransition(f"job {job.id} changed concurrently; {to.value} not applied")
+    for key, value in values.items():
+        # The row is already written: update the loaded object without marking it dirty.
+        set_committed_value(job, key, value)
+    session.add(JobEvent(job_id=job.id, from_state=current.value, to_state=to.value, reason=reason))
+    return job
