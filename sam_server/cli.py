@@ -46,7 +46,7 @@ def server(host: str, port: int, workers: int) -> None:
 def scheduler(interval: float | None, once: bool) -> None:
     """Run the scheduler loop: snapshot, plan, write decisions, dispatch (one leader at a time)."""
     from sam_server.config import get_settings
-    from sam_server.scheduler_loop import run_scheduler
+    from sam_server.scheduler.loop import run_scheduler
 
     _configure_logging()
     settings = get_settings()

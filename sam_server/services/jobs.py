@@ -25,6 +25,7 @@ from sam_server.errors import (
 )
 from sam_server.schemas.job_spec import JobSpec
 from sam_server.schemas.safe_yaml import load_spec_yaml
+from sam_server.scheduling import Quota, can_ever_fit
 from sam_server.services.auth import Principal, tenant_of
 from sam_server.services.spec_check import check_files, parse_spec
 from sam_server.services.transitions import TERMINAL, JobState, transition
@@ -60,22 +61,15 @@ def validate_submission(
 
 
 def check_can_ever_run(session: Session, tenant: Tenant, spec: JobSpec) -> None:
-    """`NeverFits` for a region larger than every wafer or over the tenant's `max_pes`."""
+    """`NeverFits` for a region larger than every wafer or over the tenant's quota (the policy's
+    `can_ever_fit` decides, so submit and scheduler agree)."""
     rows, cols = spec.resources.shape()
-    if tenant.max_pes is not None and rows * cols > tenant.max_pes:
-        raise NeverFits(
-            f"the job asks for {rows}x{cols} = {rows * cols} PEs but tenant {tenant.name!r} may "
-            f"hold at most {tenant.max_pes} (its max_pes quota); ask for a smaller region or a larger quota",
-            errors=[{"field": "spec.resources", "message": "over the tenant's max_pes"}],
-        )
-    wafers = session.execute(select(Wafer.id, Wafer.rows, Wafer.cols)).all()
-    if wafers and not any(rows <= w.rows and cols <= w.cols for w in wafers):
-        largest = max(wafers, key=lambda w: w.rows * w.cols)
-        raise NeverFits(
-            f"no wafer has a {rows}x{cols} region; the largest is {largest.id} "
-            f"({largest.rows}x{largest.cols})",
-            errors=[{"field": "spec.resources.region", "message": "larger than every wafer"}],
-        )
+    wafers = [(w.rows, w.cols) for w in session.execute(select(Wafer.rows, Wafer.cols)).all()]
+    quota = Quota(max_pes=tenant.max_pes, max_running_jobs=tenant.max_running_jobs,
+                  max_queued_jobs=tenant.max_queued_jobs, share=tenant.share)
+    why = can_ever_fit(rows, cols, wafers, quota)
+    if why is not None:
+        raise NeverFits(why, errors=[{"field": "spec.resources", "message": why}])
 
 
 def request_hash(spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]) -> str:

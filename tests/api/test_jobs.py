@@ -122,7 +122,7 @@ def test_region_that_can_never_run_is_422(client):
     make_tenant(client, "open")
     other = make_user(client, "open", "o")
     huge = submit(client, other, spec(resources={"region": {"rows": 2000, "cols": 4}}))
-    assert huge.status_code == 422 and "no wafer" in huge.json()["detail"]
+    assert huge.status_code == 422 and "larger than every wafer" in huge.json()["detail"]
     assert client.get("/api/v1/jobs", headers=ADMIN).json()["items"] == []
 
 

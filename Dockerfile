@@ -1,0 +1,19 @@
+# One image for every SAM process (server, scheduler, compile and wafer workers).
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /opt/sam
+# torch first: the largest layer changes least often. Pass --build-arg TORCH_SPEC to pin a CPU build.
+ARG TORCH_SPEC=torch==2.13.0
+RUN pip install "${TORCH_SPEC}"
+COPY pyproject.toml README.md ./
+COPY sam_server ./sam_server
+COPY sam_worker ./sam_worker
+COPY wse_sim ./wse_sim
+COPY compiler ./compiler
+COPY client ./client
+COPY migrations ./migrations
+RUN pip install '.[postgres]'
+RUN useradd --create-home sam && mkdir -p /data && chown sam /data
+USER sam
+EXPOSE 8000
+CMD ["sam", "server", "--host", "0.0.0.0"]

@@ -1,0 +1,134 @@
+"""The scheduler service: a planning cycle on every change (job events) and on a short timer.
+
+One cycle, in one transaction: reap expired leases, charge usage, snapshot, `plan()`, write the
+decisions and their outbox messages. After the commit the outbox is dispatched to Celery; a
+message that cannot be sent (broker down) stays in the outbox and is sent on a later cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from sam_server.config import Settings
+from sam_server.db.models import JobEvent, OutboxMessage
+from sam_server.db.session import session_scope
+from sam_server.db.types import utcnow
+from sam_server.scheduler.decisions import apply_plan
+from sam_server.scheduler.leader import Leadership
+from sam_server.scheduler.reaper import reap_expired
+from sam_server.scheduler.snapshot import build_snapshot, load_active_jobs
+from sam_server.scheduler.usage import charge_usage
+from sam_server.scheduling import PolicyConfig, plan
+
+log = logging.getLogger("sam.scheduler")
+
+
+@dataclass
+class CycleStats:
+    compiles: int = 0
+    starts: int = 0
+    preemptions: int = 0
+    waiting: int = 0
+    reaped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def policy_config(settings: Settings) -> PolicyConfig:
+    """The live policy's knobs (the defaults are SAM's policy)."""
+    return PolicyConfig(min_run_before_preempt_s=30.0)
+
+
+def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> CycleStats:
+    """One planning cycle, committed as one transaction."""
+    started = time.perf_counter()
+    config = config or policy_config(settings)
+    stats = CycleStats()
+    cluster = settings.load_cluster()
+    with session_scope(settings.resolved_database_url) as session:
+        stats.reaped = reap_expired(session, max_attempts=settings.max_attempts)
+        session.flush()
+        jobs = load_active_jobs(session)
+        charge_usage(session, jobs, half_life_s=config.half_life_s)
+        snapshot = build_snapshot(session, jobs, now=time.time(), config=config,
+                                  compile_servers=cluster.compile_servers,
+                                  stale_s=settings.heartbeat_s * 3)
+        decided = plan(snapshot, time.time(), config)
+        apply_plan(session, decided, {j.id: j for j in jobs}, dispatch_timeout_s=settings.lease_s * 2)
+        stats.compiles, stats.starts = len(decided.compiles), len(decided.starts)
+        stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.waiting)
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def dispatch_outbox(settings: Settings, send) -> int:  # type: ignore[no-untyped-def]
+    """Send every unsent outbox message with `send(task, queue, payload)`; returns how many."""
+    sent = 0
+    with session_scope(settings.resolved_database_url) as session:
+        pending = list(session.execute(
+            select(OutboxMessage).where(OutboxMessage.sent_at.is_(None)).order_by(OutboxMessage.id)
+        ).scalars())
+        for message in pending:
+            try:
+                send(message.task, message.queue, message.payload)
+            except Exception as exc:  # noqa: BLE001 - broker down: keep it for the next cycle
+                log.warning("dispatch of %s to %s failed (%s); will retry", message.task, message.queue, exc)
+                break
+            message.sent_at = utcnow()
+            session.commit()
+            sent += 1
+    return sent
+
+
+def celery_sender():  # type: ignore[no-untyped-def]
+    """`send(task, queue, payload)` over the Celery app."""
+    from sam_worker.celery_app import get_celery
+
+    app = get_celery()
+
+    def send(task: str, queue: str, payload: dict) -> None:  # type: ignore[type-arg]
+        app.send_task(task, kwargs=payload, queue=queue, retry=True,
+                      retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5})
+
+    return send
+
+
+def _event_marker(session: Session) -> int:
+    return int(session.execute(select(func.coalesce(func.max(JobEvent.id), 0))).scalar_one())
+
+
+def run_scheduler(settings: Settings, *, interval: float, once: bool = False) -> None:
+    """The scheduler process: lead (or wait to), then plan on every change and every `interval` s."""
+    leader = Leadership(settings.resolved_database_url, settings.data_dir)
+    send = celery_sender()
+    stopping = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.update(now=True))
+    last_marker, last_cycle = -1, 0.0
+    while not stopping["now"]:
+        if not leader.try_acquire():
+            time.sleep(1.0)
+            continue
+        try:
+            with session_scope(settings.resolved_database_url) as session:
+                marker = _event_marker(session)
+            if marker != last_marker or time.monotonic() - last_cycle >= interval:
+                stats = run_cycle(settings)
+                last_marker, last_cycle = marker, time.monotonic()
+                if stats.compiles or stats.starts or stats.preemptions or stats.reaped:
+                    log.info("cycle: %d compiles, %d starts, %d preemptions, %d waiting, "
+                             "%d requeued (%.3fs)", stats.compiles, stats.starts, stats.preemptions,
+                             stats.waiting, len(stats.reaped), stats.seconds)
+            dispatch_outbox(settings, send)
+        except Exception:  # noqa: BLE001 - a cycle failure (database restarting) is retried
+            log.exception("scheduling cycle failed; retrying")
+            time.sleep(1.0)
+        if once:
+            break
+        time.sleep(0.05)
+    leader.release()

@@ -1,0 +1,246 @@
+"""Worker-side verbs: claim, renew, record progress, finish. Every claim is a compare-and-set.
+
+Celery delivers at least once, so each function checks the job's state, attempt and lease owner
+before it writes: a duplicate or stale message changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
+from sam_server.db.types import as_utc, utcnow
+from sam_server.errors import InvalidTransition
+from sam_server.services.transitions import JobState, transition
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker needs to run its claimed piece of a job."""
+
+    job_id: str
+    attempt: int
+    spec: dict[str, Any]
+    files: dict[str, str]
+    rows: int
+    cols: int
+    region: tuple[int, int, int, int] | None
+    compile_key: str | None
+    time_limit_s: int
+
+
+def _claim_of(job: Job) -> Claim:
+    region = None
+    if job.wafer_id is not None:
+        region = (job.region_row or 0, job.region_col or 0, job.region_rows or 0, job.region_cols or 0)
+    return Claim(job.id, job.attempts, job.spec, job.files, job.req_rows, job.req_cols, region,
+                 job.compile_key, job.time_limit_s)
+
+
+def _take_lease(session: Session, job: Job, owner: str, lease_s: float) -> bool:
+    """Compare-and-set the lease: succeeds only if nobody else holds a live lease."""
+    now = utcnow()
+    expires = as_utc(job.lease_expires_at)
+    if job.lease_owner not in (None, owner) and expires is not None and expires > now:
+        return False
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.version == job.version)
+        .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=lease_s),
+                version=job.version + 1, updated_at=now)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    job.version += 1
+    job.lease_owner = owner
+    return True
+
+
+def claim_compile(session: Session, *, job_id: str, owner: str, lease_s: float) -> Claim | None:
+    """Claim a `compiling` job for a compile server, or None if it is not ours to compile."""
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None or job.state != JobState.COMPILING.value:
+        return None
+    if not _take_lease(session, job, owner, lease_s):
+        return None
+    return _claim_of(job)
+
+
+def claim_run(
+    session: Session, *, job_id: str, attempt: int, wafer_id: str, owner: str, lease_s: float
+) -> Claim | None:
+    """Claim a placed job for the wafer worker of `wafer_id` (this attempt only)."""
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None or job.state not in (JobState.RUNNING.value, JobState.CANCELLING.value):
+        return None
+    if job.wafer_id != wafer_id or job.attempts != attempt:
+        return None
+    if not _take_lease(session, job, owner, lease_s):
+        return None
+    row = _current_attempt(session, job)
+    if row is not None and row.started_at is None:
+        row.started_at = utcnow()
+        row.worker = owner
+    return _claim_of(job)
+
+
+def _current_attempt(session: Session, job: Job) -> JobAttempt | None:
+    return session.execute(
+        select(JobAttempt).where(JobAttempt.job_id == job.id, JobAttempt.attempt == job.attempts)
+    ).scalar_one_or_none()
+
+
+def renew_lease(session: Session, *, job_id: str, owner: str, lease_s: float) -> dict[str, bool] | None:
+    """Extend our lease; None if we lost it (the worker must stop at once).
+
+    Returns the job's stop flags so that the worker learns about cancel/preempt requests.
+    """
+    now = utcnow()
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner,
+               Job.state.in_(["compiling", "running", "cancelling"]))
+        .values(lease_expires_at=now + timedelta(seconds=lease_s))
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    flags = session.execute(
+        select(Job.cancel_requested, Job.preempt_requested, Job.state).where(Job.id == job_id)
+    ).one()
+    return {"cancel": bool(flags[0]) or flags[2] == "cancelling", "preempt": bool(flags[1])}
+
+
+def _owned(session: Session, job_id: str, owner: str) -> Job | None:
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None or job.lease_owner != owner:
+        return None
+    return job
+
+
+def finish_compile(
+    session: Session, *, job_id: str, owner: str, result: dict[str, Any] | None,
+    error: tuple[str, str] | None = None,
+) -> str | None:
+    """Record a compile's outcome; the job goes on to `pending` (or ends). Returns the new state."""
+    job = _owned(session, job_id, owner)
+    if job is None or job.state != JobState.COMPILING.value:
+        return None
+    if error is not None:
+        job.error_kind, job.error_message = error
+        transition(session, job, JobState.FAILED, reason=f"{error[0]}: {error[1][:200]}")
+        log(session, job_id, f"compile failed ({error[0]}): {error[1]}", level="ERROR")
+        return job.state
+    assert result is not None
+    job.compile_key = result["cache_key"]
+    job.compile_cache_hit = bool(result["cache_hit"])
+    job.compile_seconds = float(result["seconds"])
+    job.compile_summary = result.get("summary")
+    hit = "cache hit" if job.compile_cache_hit else "compiled"
+    log(session, job_id, f"{hit} in {job.compile_seconds:.3f}s (artifact {job.compile_key[:16]})")
+    if job.mode in ("compile_only", "validate_only"):
+        transition(session, job, JobState.SUCCEEDED, reason=f"{job.mode} done")
+    else:
+        job.eligible_at = utcnow()
+        job.reason = "Resources"
+        transition(session, job, JobState.PENDING, reason=hit)
+    return job.state
+
+
+def record_steps(session: Session, *, job_id: str, owner: str, attempt: int,
+                 steps: list[dict[str, Any]], lines: list[tuple[str, str]]) -> bool:
+    """Store per-step metrics and log lines; False if the lease is no longer ours."""
+    job = session.get(Job, job_id)
+    if job is None or job.lease_owner != owner or job.attempts != attempt:
+        return False
+    if steps:
+        first = min(s["step"] for s in steps)
+        session.execute(delete(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step >= first))
+        session.add_all(
+            JobMetric(job_id=job_id, step=s["step"], loss=s["loss"], sim_cycles=s["sim_cycles"],
+                      samples_per_sec=s["samples_per_sec"], attempt=attempt)
+            for s in steps
+        )
+        last = steps[-1]
+        job.progress_step = last["step"] + 1
+        job.progress_loss = last["loss"]
+    for level, line in lines:
+        session.add(JobLog(job_id=job_id, level=level, line=line))
+    return True
+
+
+def note_checkpoint(session: Session, *, job_id: str, owner: str, step: int) -> None:
+    """Remember the newest checkpoint, so a requeued attempt resumes from it."""
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.lease_owner == owner).values(checkpoint_step=step)
+    )
+
+
+def finish_run(
+    session: Session, *, job_id: str, owner: str, attempt: int, outcome: str,
+    error: tuple[str, str] | None = None, report: dict[str, Any] | None = None,
+) -> str | None:
+    """End our attempt: succeeded / cancelled / preempted (back to pending) / failed."""
+    job = _owned(session, job_id, owner)
+    if job is None or job.attempts != attempt:
+        return None
+    row = _current_attempt(session, job)
+    if row is not None:
+        row.ended_at = utcnow()
+        row.outcome = outcome
+    if report is not None:
+        job.report = report
+    try:
+        _apply_outcome(session, job, outcome, error)
+    except InvalidTransition:
+        return None
+    return job.state
+
+
+def _apply_outcome(session: Session, job: Job, outcome: str, error: tuple[str, str] | None) -> None:
+    if outcome == "succeeded":
+        job.reason = None
+        transition(session, job, JobState.SUCCEEDED, reason="all steps done")
+    elif outcome == "cancelled":
+        if job.state == JobState.RUNNING.value:
+            transition(session, job, JobState.CANCELLING, reason="stop requested")
+        job.reason = None
+        transition(session, job, JobState.CANCELLED, reason="stopped at a step boundary")
+    elif outcome == "preempted":
+        job.preempt_requested = False
+        job.preempt_count += 1
+        job.last_preempted_at = utcnow()
+        job.reason = "Preempted"
+        transition(session, job, JobState.PENDING, reason="preempted; resumes from its checkpoint")
+    else:
+        kind, message = error or ("internal", "the run failed")
+        job.error_kind, job.error_message = kind, message
+        transition(session, job, JobState.FAILED, reason=f"{kind}: {message[:200]}")
+
+
+def log(session: Session, job_id: str, line: str, *, level: str = "INFO") -> None:
+    """Append one line to a job's log."""
+    session.add(JobLog(job_id=job_id, level=level, line=line))
+
+
+def heartbeat_wafer(session: Session, *, wafer_id: str, worker: str, arch: str, rows: int, cols: int) -> None:
+    """Mark the wafer online under this worker (registering it if the cluster file lacked it)."""
+    wafer = session.get(Wafer, wafer_id)
+    if wafer is None:
+        wafer = Wafer(id=wafer_id, arch=arch, rows=rows, cols=cols)
+        session.add(wafer)
+    wafer.state, wafer.worker, wafer.heartbeat_at = "online", worker, utcnow()
+
+
+def heartbeat_compile_server(session: Session, *, server_id: str, busy: int,
+                             compiles: int, cache_hits: int) -> None:
+    """A compile server's liveness and counters."""
+    row = session.get(CompileServer, server_id)
+    if row is None:
+        row = CompileServer(id=server_id)
+        session.add(row)
+    row.heartbeat_at, row.busy, row.compiles, row.cache_hits = utcnow(), busy, compiles, cache_hits

@@ -1,0 +1,106 @@
+"""`sam worker compile|wafer`, `sam up` and `sam demo` (plugged into the `sam` CLI)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+import click
+
+
+def _logging() -> None:
+    level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@click.group("worker")
+def worker() -> None:
+    """Run a Celery worker: a compile server or the worker of one wafer."""
+
+
+def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
+    return ["worker", "-Q", queue, "--pool", "threads", "-c", str(concurrency), "-n", name,
+            "--loglevel", os.environ.get("SAM_LOG_LEVEL", "INFO"), "--without-gossip",
+            "--without-mingle", "--without-heartbeat"]
+
+
+@worker.command("compile")
+@click.option("--concurrency", default=1, type=int, envvar="SAM_COMPILE_CONCURRENCY", show_default=True)
+def worker_compile(concurrency: int) -> None:
+    """A compile server: consumes the `compile` queue."""
+    from sam_worker.celery_app import get_celery
+    from sam_worker.compile_server import start_heartbeat
+
+    _logging()
+    start_heartbeat()
+    name = f"compile-{os.getpid()}@{socket.gethostname()}"
+    get_celery().worker_main(_celery_argv("compile", concurrency, name))
+
+
+@worker.command("wafer")
+@click.option("--wafer", "wafer_id", required=True, envvar="SAM_WORKER_WAFER", help="wafer id (cluster file)")
+@click.option("--concurrency", default=4, type=int, envvar="SAM_WAFER_CONCURRENCY", show_default=True,
+              help="jobs run at once on this wafer, each in its own region")
+def worker_wafer(wafer_id: str, concurrency: int) -> None:
+    """The worker of one simulated wafer: consumes the `wafer.<ID>` queue."""
+    os.environ["SAM_WORKER_WAFER"] = wafer_id
+    from sam_server.scheduler.decisions import wafer_queue
+    from sam_worker.celery_app import get_celery
+    from sam_worker.wafer_host import host
+
+    _logging()
+    wafer = host()
+    wafer.beat()
+    wafer.start_heartbeat()
+    name = f"wafer-{wafer_id}-{os.getpid()}@{socket.gethostname()}"
+    get_celery().worker_main(_celery_argv(wafer_queue(wafer_id), concurrency, name))
+
+
+@click.command("up")
+@click.option("--host", default="127.0.0.1", envvar="SAM_HOST", show_default=True)
+@click.option("--port", default=8000, type=int, envvar="SAM_PORT", show_default=True)
+def up(host: str, port: int) -> None:
+    """The whole cluster on this machine, in the foreground (SQLite, no Redis needed by default)."""
+    from sam_server.config import get_settings
+    from sam_worker.supervisor import Cluster
+
+    _logging()
+    settings = get_settings()
+    cluster = Cluster(settings, host=host, port=port)
+    cluster.start()
+    stop = threading.Event()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        cluster.wait_ready()
+        token_file = settings.data_dir.resolve() / "admin.token"
+        click.echo(f"SAM is up at {cluster.url}  (docs: {cluster.url}/docs)", err=True)
+        click.echo(f"admin token: SAM_ADMIN_TOKEN or {token_file}", err=True)
+        click.echo(f"try:  export SAM_URL={cluster.url} SAM_TOKEN=$(cat {token_file}); sam cluster", err=True)
+        while not stop.is_set():
+            cluster.watch()
+            stop.wait(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo("stopping the cluster...", err=True)
+        cluster.stop()
+
+
+@click.command("demo")
+@click.option("--keep", is_flag=True, help="leave the cluster running after the tour")
+@click.option("--port", default=8000, type=int, envvar="SAM_PORT", show_default=True)
+def demo(keep: bool, port: int) -> None:
+    """`sam up` plus a tour: tenants, jobs of several priorities sharing a wafer, their results."""
+    from sam_worker.demo import run_demo
+
+    _logging()
+    ok = run_demo(port=port, keep=keep)
+    if keep and ok:
+        while True:
+            time.sleep(3600)
+    raise SystemExit(0 if ok else 1)

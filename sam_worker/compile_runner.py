@@ -1,0 +1,47 @@
+"""Run the compiler for one claimed job; turn its errors into (kind, message)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sam_server.config import Settings
+from sam_server.services.lifecycle import Claim
+
+log = logging.getLogger("sam.worker.compile")
+
+ARCH_OF_DEVICE = {"WSE-2": "wse2", "WSE-3": "wse3"}
+
+
+def artifact_root(settings: Settings) -> Path:
+    """The artifact store (a directory: a shared volume in compose, NFS across hosts)."""
+    root = (settings.data_dir / "artifacts").resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def run_compile(claim: Claim, settings: Settings) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """(result, None) on success, (None, (kind, message)) on a compile failure."""
+    import compiler
+    from compiler.errors import CompileError
+
+    device = (claim.spec.get("compile_options") or {}).get("target_device", "WSE-2")
+    root = artifact_root(settings)
+    try:
+        result = compiler.compile_job(
+            claim.spec, claim.files, region=(claim.rows, claim.cols), cache_dir=root,
+            arch=ARCH_OF_DEVICE.get(device, "wse2"), mode=claim.spec.get("mode"),
+        )
+    except CompileError as exc:
+        return None, (exc.kind, exc.message)
+    except Exception as exc:  # noqa: BLE001 - a compiler bug must fail the job, not the worker
+        log.exception("compile of %s crashed", claim.job_id)
+        return None, ("internal", f"the compiler crashed: {type(exc).__name__}: {exc}")
+    artifact = None
+    if result.artifact_dir is not None:
+        artifact = str(Path(result.artifact_dir).resolve().relative_to(root))
+    summary = dict(result.summary or {})
+    summary["artifact_path"] = artifact
+    return {"cache_key": artifact or result.cache_key, "cache_hit": result.cache_hit,
+            "seconds": result.seconds, "summary": summary}, None

@@ -1,0 +1,159 @@
+"""`sam demo`: start the local cluster, create tenants, submit jobs of several priorities that
+share a wafer, show the queue and the cluster as they run, and end with their results."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from typing import Any
+
+import click
+import httpx
+
+from sam_server.config import get_settings
+from sam_worker.supervisor import _SAM, Cluster
+
+USER_MODEL = '''\
+import torch
+import torch.nn as nn
+
+
+class TinyRegressor(nn.Module):
+    """An ordinary PyTorch model, written the usual way."""
+
+    def __init__(self, width: int = 32):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(16, width), nn.Tanh(), nn.Linear(width, 1))
+
+    def forward(self, x):
+        return self.body(x)
+'''
+
+
+def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+    """(tenant, spec, files) of the tour's jobs: three families, three priorities, two tenants."""
+    run = {"num_epochs": 1, "steps_per_epoch": 40, "checkpoint_every": 20}
+    return [
+        ("physics", {"name": "mlp-high", "priority": "high", "model": {"builtin": "mlp"},
+                     "data": {"batch_size": 32}, "train": {"optimizer": {"name": "adam", "lr": 0.001}},
+                     "run_options": run, "resources": {"region": {"rows": 32, "cols": 32}}}, {}),
+        ("physics", {"name": "gpt-normal", "priority": "normal", "model": {"builtin": "gpt"},
+                     "data": {"batch_size": 8}, "train": {"optimizer": {"name": "adamw", "lr": 0.001}},
+                     "run_options": run, "resources": {"region": {"rows": 48, "cols": 48}}}, {}),
+        ("biology", {"name": "cnn-normal", "priority": "normal", "model": {"builtin": "cnn"},
+                     "data": {"batch_size": 16}, "train": {"optimizer": {"name": "sgd", "lr": 0.05}},
+                     "run_options": run, "resources": {"region": {"rows": 32, "cols": 48}}}, {}),
+        ("biology", {"name": "user-model-low", "priority": "low",
+                     "model": {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
+                     "data": {"task": "regression", "input_shape": [16], "batch_size": 32},
+                     "train": {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
+                     "run_options": run, "resources": {"pes": 256}}, {"model.py": USER_MODEL}),
+    ]
+
+
+class Tour:
+    """The demo's HTTP calls, as the admin and as each tenant's user."""
+
+    def __init__(self, url: str, admin_token: str) -> None:
+        self.url = url
+        self.admin = {"Authorization": f"Bearer {admin_token}"}
+        self.tokens: dict[str, str] = {}
+
+    def setup_tenants(self) -> None:
+        suffix = uuid.uuid4().hex[:4]
+        for tenant, quota in (("physics", {"share": 2}), ("biology", {"max_pes": 8192})):
+            r = httpx.post(f"{self.url}/api/v1/tenants", json={"name": tenant, "quota": quota},
+                           headers=self.admin)
+            if r.status_code not in (201, 409):
+                r.raise_for_status()
+            r = httpx.post(f"{self.url}/api/v1/tenants/{tenant}/users",
+                           json={"name": f"{tenant}-user-{suffix}"}, headers=self.admin)
+            r.raise_for_status()
+            self.tokens[tenant] = r.json()["token"]
+            click.echo(f"  tenant {tenant:<8} user {r.json()['name']}  quota {quota}", err=True)
+
+    def submit(self, tenant: str, spec: dict[str, Any], files: dict[str, str]) -> str:
+        r = httpx.post(f"{self.url}/api/v1/jobs", json={"spec": spec, "files": files},
+                       headers={"Authorization": f"Bearer {self.tokens[tenant]}",
+                                "Idempotency-Key": uuid.uuid4().hex})
+        r.raise_for_status()
+        return r.json()["id"]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return httpx.get(f"{self.url}/api/v1/jobs/{job_id}", headers=self.admin).json()
+
+    def metrics(self, job_id: str) -> dict[str, Any]:
+        return httpx.get(f"{self.url}/api/v1/jobs/{job_id}/metrics", headers=self.admin).json()
+
+
+def _show(cluster: Cluster, token: str, *args: str) -> None:
+    env = cluster.env() | {"SAM_URL": cluster.url, "SAM_TOKEN": token}
+    subprocess.run([*_SAM, *args], env=env, check=False, timeout=30)
+
+
+def run_demo(*, port: int = 8000, keep: bool = False, timeout_s: float = 600) -> bool:
+    """Run the tour; True if every demo job succeeded and two shared a wafer at the same time."""
+    settings = get_settings()
+    cluster = Cluster(settings, port=port)
+    click.echo(f"starting the local cluster ({settings.data_dir.resolve()}) ...", err=True)
+    cluster.start()
+    try:
+        cluster.wait_ready(timeout=120)
+        ok = _tour(cluster, settings.ensure_admin_token(), timeout_s)
+    finally:
+        if not keep:
+            cluster.stop()
+    if keep:
+        click.echo(f"the cluster keeps running at {cluster.url}; Ctrl-C stops it", err=True)
+    return ok
+
+
+def _tour(cluster: Cluster, admin_token: str, timeout_s: float) -> bool:
+    tour = Tour(cluster.url, admin_token)
+    click.echo("\n== tenants and users", err=True)
+    tour.setup_tenants()
+    click.echo("\n== submitting jobs", err=True)
+    ids = {}
+    for tenant, spec, files in demo_jobs():
+        ids[tour.submit(tenant, spec, files)] = tenant
+        click.echo(f"  {tenant:<8} {spec['name']:<16} priority {spec['priority']}", err=True)
+    deadline, shown = time.monotonic() + timeout_s, 0.0
+    while time.monotonic() < deadline:
+        cluster.watch()
+        states = {j: tour.job(j)["state"] for j in ids}
+        if time.monotonic() - shown > 4:
+            click.echo(f"\n== sam queue --all   ({time.strftime('%H:%M:%S')})", err=True)
+            _show(cluster, admin_token, "queue", "--all")
+            click.echo("\n== sam cluster", err=True)
+            _show(cluster, admin_token, "cluster")
+            shown = time.monotonic()
+        if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
+            break
+        time.sleep(0.5)
+    return _results(tour, ids, cluster)
+
+
+def _results(tour: Tour, ids: dict[str, str], cluster: Cluster) -> bool:
+    from sam_worker.checks import overlapping_pairs
+
+    click.echo("\n== results", err=True)
+    ok = True
+    for job_id in ids:
+        job, metrics = tour.job(job_id), tour.metrics(job_id)
+        steps = metrics.get("steps", [])
+        first = steps[0]["loss"] if steps else float("nan")
+        last = steps[-1]["loss"] if steps else float("nan")
+        rate = steps[-1]["samples_per_sec"] if steps else 0.0
+        err = f"  error: {job['error']['kind']}: {job['error']['message']}" if job.get("error") else ""
+        click.echo(f"  {job['name']:<16} {job['state']:<10} steps {len(steps):>3}  loss {first:.4f} -> "
+                   f"{last:.4f}  {rate:,.0f} samples/s simulated{err}")
+        ok = ok and job["state"] == "succeeded"
+    shared = overlapping_pairs(cluster.settings.resolved_database_url, list(ids))
+    for a, b, wafer in shared[:3]:
+        click.echo(f"  jobs {a} and {b} ran at the same time on wafer {wafer}, in disjoint regions")
+    if not shared:
+        click.echo("  no two demo jobs shared a wafer at the same time", err=True)
+    ok = ok and bool(shared)
+    click.echo("\ndemo " + ("succeeded" if ok else "FAILED"), err=True)
+    return ok

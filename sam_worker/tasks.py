@@ -1,0 +1,55 @@
+"""Celery tasks: thin adapters that claim work through the services, run the compiler or the
+simulator, and record the outcome through the services again."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sam_server.config import get_settings
+from sam_server.db.session import session_scope
+from sam_server.services import lifecycle
+from sam_worker.celery_app import app
+from sam_worker.compile_server import count
+from sam_worker.identity import WORKER_ID
+from sam_worker.lease import LeaseKeeper
+
+log = logging.getLogger("sam.worker")
+
+
+@app.task(name="sam.compile", acks_late=True, reject_on_worker_lost=True)
+def compile_task(job_id: str) -> str:
+    """Compile a `compiling` job's training step (a cache hit skips the work)."""
+    from sam_worker.compile_runner import run_compile
+
+    settings = get_settings()
+    url = settings.resolved_database_url
+    owner = f"compile:{WORKER_ID}"
+    with session_scope(url) as session:
+        claim = lifecycle.claim_compile(session, job_id=job_id, owner=owner, lease_s=settings.lease_s)
+    if claim is None:
+        return "skipped"
+    count("busy")
+    try:
+        with LeaseKeeper(url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s):
+            result, error = run_compile(claim, settings)
+    finally:
+        count("busy", -1)
+    count("compiles")
+    if result and result["cache_hit"]:
+        count("cache_hits")
+    with session_scope(url) as session:
+        state = lifecycle.finish_compile(session, job_id=job_id, owner=owner, result=result, error=error)
+    return state or "lost"
+
+
+@app.task(name="sam.run", acks_late=True, reject_on_worker_lost=True)
+def run_task(job_id: str, attempt: int) -> str:
+    """Run attempt `attempt` of a placed job on this worker's wafer."""
+    from sam_worker.wafer_runner import run_on_wafer
+
+    return run_on_wafer(job_id, attempt)
+
+
+def task_payload(job_id: str, **extra: Any) -> dict[str, Any]:
+    return {"job_id": job_id, **extra}
