@@ -63,7 +63,7 @@ def _take_lease(session: Session, job: Job, owner: str, lease_s: float) -> bool:
 
 def claim_compile(session: Session, *, job_id: str, owner: str, lease_s: float) -> Claim | None:
     """Claim a `compiling` job for a compile server, or None if it is not ours to compile."""
-    job = session.get(Job, job_id, with_for_update=True)
+    job = session.get(Job, job_id, with_for_update={"of": Job})
     if job is None or job.state != JobState.COMPILING.value:
         return None
     if not _take_lease(session, job, owner, lease_s):
@@ -75,7 +75,7 @@ def claim_run(
     session: Session, *, job_id: str, attempt: int, wafer_id: str, owner: str, lease_s: float
 ) -> Claim | None:
     """Claim a placed job for the wafer worker of `wafer_id` (this attempt only)."""
-    job = session.get(Job, job_id, with_for_update=True)
+    job = session.get(Job, job_id, with_for_update={"of": Job})
     if job is None or job.state not in (JobState.RUNNING.value, JobState.CANCELLING.value):
         return None
     if job.wafer_id != wafer_id or job.attempts != attempt:
@@ -116,7 +116,7 @@ def renew_lease(session: Session, *, job_id: str, owner: str, lease_s: float) ->
 
 
 def _owned(session: Session, job_id: str, owner: str) -> Job | None:
-    job = session.get(Job, job_id, with_for_update=True)
+    job = session.get(Job, job_id, with_for_update={"of": Job})
     if job is None or job.lease_owner != owner:
         return None
     return job

@@ -1,0 +1,171 @@
+"""The live scheduler cycle over the real database (SQLite and PostgreSQL): decisions are written
+with their outbox messages, leases are claimed with compare-and-set, lost work is requeued."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from sam_server.db.models import Job, JobAttempt, OutboxMessage
+from sam_server.db.session import session_scope
+from sam_server.db.types import utcnow
+from sam_server.scheduler.loop import dispatch_outbox, run_cycle
+from sam_server.services import lifecycle
+from tests.api.helpers import make_tenant, make_user, spec, submit
+
+
+@pytest.fixture
+def cluster_settings(settings, tmp_path):  # type: ignore[no-untyped-def]
+    path = tmp_path / "cluster.yaml"
+    path.write_text("wafers:\n  - {id: w0, arch: wse2, rows: 16, cols: 16}\ncompile_servers: 1\n")
+    return settings.model_copy(update={"cluster": path})
+
+
+@pytest.fixture
+def api(cluster_settings):  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from sam_server.app import create_app
+
+    with TestClient(create_app(cluster_settings)) as client:
+        yield client
+
+
+def _online(settings) -> None:  # type: ignore[no-untyped-def]
+    with session_scope(settings.resolved_database_url) as s:
+        lifecycle.heartbeat_wafer(s, wafer_id="w0", worker="test", arch="wse2", rows=16, cols=16)
+
+
+def _job(settings, job_id: str) -> Job:  # type: ignore[no-untyped-def]
+    with session_scope(settings.resolved_database_url) as s:
+        job = s.get(Job, job_id)
+        s.expunge(job)
+        return job
+
+
+def _compile_ok(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
+    url = settings.resolved_database_url
+    with session_scope(url) as s:
+        assert lifecycle.claim_compile(s, job_id=job_id, owner="c1", lease_s=30) is not None
+    with session_scope(url) as s:
+        result = {"cache_key": "k", "cache_hit": False, "seconds": 0.1, "summary": {}}
+        assert lifecycle.finish_compile(s, job_id=job_id, owner="c1", result=result) == "pending"
+
+
+def test_cycle_sends_queued_jobs_to_compile_then_places_them(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    job_id = submit(api, alice, spec(resources={"region": {"rows": 8, "cols": 8}})).json()["id"]
+    _online(cluster_settings)
+    stats = run_cycle(cluster_settings)
+    assert stats.compiles == 1 and _job(cluster_settings, job_id).state == "compiling"
+    sent: list[tuple[str, str, dict]] = []
+    assert dispatch_outbox(cluster_settings, lambda t, q, p: sent.append((t, q, p))) == 1
+    assert sent == [("sam.compile", "compile", {"job_id": job_id})]
+    _compile_ok(cluster_settings, job_id)
+    stats = run_cycle(cluster_settings)
+    job = _job(cluster_settings, job_id)
+    assert stats.starts == 1 and job.state == "running" and job.attempts == 1
+    assert (job.wafer_id, job.region_rows, job.region_cols) == ("w0", 8, 8)
+    dispatch_outbox(cluster_settings, lambda t, q, p: sent.append((t, q, p)))
+    assert sent[-1] == ("sam.run", "wafer.w0", {"job_id": job_id, "attempt": 1})
+
+
+def test_outbox_keeps_messages_when_the_broker_is_down(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    submit(api, alice)
+    run_cycle(cluster_settings)
+
+    def broken(*_):  # type: ignore[no-untyped-def]
+        raise ConnectionError("broker down")
+
+    assert dispatch_outbox(cluster_settings, broken) == 0
+    sent: list[str] = []
+    assert dispatch_outbox(cluster_settings, lambda t, q, p: sent.append(t)) == 1
+    assert sent == ["sam.compile"]
+    with session_scope(cluster_settings.resolved_database_url) as s:
+        assert all(m.sent_at is not None for m in s.execute(select(OutboxMessage)).scalars())
+
+
+def test_waiting_jobs_get_reasons_positions_and_no_overlap(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    ids = [submit(api, alice, spec(f"j{i}", resources={"region": {"rows": 12, "cols": 12}})).json()["id"]
+           for i in range(2)]
+    _online(cluster_settings)
+    run_cycle(cluster_settings)
+    for job_id in ids:
+        _compile_ok(cluster_settings, job_id)
+    run_cycle(cluster_settings)
+    states = sorted(_job(cluster_settings, j).state for j in ids)
+    assert states == ["pending", "running"]  # two 12x12 regions cannot share a 16x16 wafer
+    waiting = next(j for j in ids if _job(cluster_settings, j).state == "pending")
+    info = api.get(f"/api/v1/jobs/{waiting}/explain", headers=alice).json()
+    assert info["position"] == 1
+    assert {r["code"] for r in info["reasons"]} & {"Resources", "Fragmented", "ReservedFor"}
+    queue = api.get("/api/v1/queue", headers=alice).json()["items"]
+    assert [q["id"] for q in queue] == [waiting]
+
+
+def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    job_id = submit(api, alice).json()["id"]
+    _online(cluster_settings)
+    run_cycle(cluster_settings)
+    _compile_ok(cluster_settings, job_id)
+    run_cycle(cluster_settings)
+    url = cluster_settings.resolved_database_url
+    with session_scope(url) as s:
+        assert lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="a", lease_s=30)
+    with session_scope(url) as s:  # a duplicate delivery, or another worker, gets nothing
+        assert lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="b", lease_s=30) is None
+    with session_scope(url) as s:  # the worker died: its lease runs out
+        s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+    stats = run_cycle(cluster_settings)
+    assert job_id in stats.reaped
+    job = _job(cluster_settings, job_id)
+    assert job.lost_attempts == 1
+    assert job.state == "running" and job.attempts == 2  # requeued and placed again at once
+    with session_scope(url) as s:
+        rows = list(s.execute(select(JobAttempt).where(JobAttempt.job_id == job_id)).scalars())
+        assert [r.outcome for r in rows] == ["lost", None]
+        # the old owner can no longer renew or finish
+        assert lifecycle.renew_lease(s, job_id=job_id, owner="a", lease_s=30) is None
+
+
+def test_repeatedly_lost_job_fails_with_worker_lost(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    job_id = submit(api, alice).json()["id"]
+    _online(cluster_settings)
+    run_cycle(cluster_settings)
+    _compile_ok(cluster_settings, job_id)
+    url = cluster_settings.resolved_database_url
+    for _ in range(cluster_settings.max_attempts):
+        run_cycle(cluster_settings)
+        with session_scope(url) as s:
+            s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+    run_cycle(cluster_settings)
+    job = _job(cluster_settings, job_id)
+    assert job.state == "failed" and job.error_kind == "worker_lost"
+    assert "lost" in (job.error_message or "")
+
+
+def test_compile_only_job_succeeds_without_a_region(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    job_id = submit(api, alice, spec(mode="compile_only")).json()["id"]
+    run_cycle(cluster_settings)
+    url = cluster_settings.resolved_database_url
+    with session_scope(url) as s:
+        lifecycle.claim_compile(s, job_id=job_id, owner="c", lease_s=30)
+    with session_scope(url) as s:
+        result = {"cache_key": "k", "cache_hit": True, "seconds": 0.01, "summary": {}}
+        assert lifecycle.finish_compile(s, job_id=job_id, owner="c", result=result) == "succeeded"
+    job = api.get(f"/api/v1/jobs/{job_id}", headers=alice).json()
+    assert job["state"] == "succeeded" and job["region"] is None
+    assert job["compile"] == {"cache_hit": True, "artifact": "k", "seconds": 0.01}
