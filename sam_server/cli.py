@@ -15,6 +15,7 @@ import click
 def _configure_logging() -> None:
     level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 @click.command("server")

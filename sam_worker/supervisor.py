@@ -18,6 +18,16 @@ log = logging.getLogger("sam.up")
 _SAM = [sys.executable, "-c", "import sys; from client.cli import main; main(sys.argv[1:])"]
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when `sam up` dies, so no part outlives the supervisor."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 @dataclass
 class Part:
     """One process of the cluster and its restart bookkeeping."""
@@ -63,7 +73,8 @@ class Cluster:
         part.log_path = logs / f"{part.name}.log"
         out = open(part.log_path, "ab")  # noqa: SIM115 - the child owns it
         part.proc = subprocess.Popen([*_SAM, *part.args], env=self.env(), stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_die_with_parent)
         out.close()
 
     def start(self) -> None:

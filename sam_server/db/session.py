@@ -33,7 +33,9 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip per request; a connection broken by a database restart
+    # is invalidated on its first error and the pool reconnects.
+    return create_engine(url, pool_size=pool_size, max_overflow=20, pool_recycle=1800)
 
 
 @lru_cache(maxsize=8)

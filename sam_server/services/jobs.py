@@ -64,12 +64,27 @@ def check_can_ever_run(session: Session, tenant: Tenant, spec: JobSpec) -> None:
     """`NeverFits` for a region larger than every wafer or over the tenant's quota (the policy's
     `can_ever_fit` decides, so submit and scheduler agree)."""
     rows, cols = spec.resources.shape()
-    wafers = [(w.rows, w.cols) for w in session.execute(select(Wafer.rows, Wafer.cols)).all()]
+    wafers = wafer_shapes(session)
     quota = Quota(max_pes=tenant.max_pes, max_running_jobs=tenant.max_running_jobs,
                   max_queued_jobs=tenant.max_queued_jobs, share=tenant.share)
     why = can_ever_fit(rows, cols, wafers, quota)
     if why is not None:
         raise NeverFits(why, errors=[{"field": "spec.resources", "message": why}])
+
+
+_WAFER_CACHE: dict[str, tuple[float, list[tuple[int, int]]]] = {}
+
+
+def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int]]:
+    """(rows, cols) of every registered wafer; cached briefly, since wafers change rarely and
+    every submit needs them."""
+    key = str(session.get_bind().url)
+    now = time.monotonic()
+    cached = _WAFER_CACHE.get(key)
+    if cached is None or now - cached[0] > ttl_s:
+        shapes = [(w.rows, w.cols) for w in session.execute(select(Wafer.rows, Wafer.cols)).all()]
+        cached = _WAFER_CACHE[key] = (now, shapes)
+    return cached[1]
 
 
 def request_hash(spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]) -> str:
@@ -101,8 +116,8 @@ def submit_job(
     _check_queued_quota(session, tenant)
     job = _new_job(principal, tenant, parsed, files, idempotency_key, digest)
     session.add(job)
-    session.add(JobEvent(job_id=job.id, from_state=None, to_state="queued", reason="submitted"))
-    session.add(JobLog(job_id=job.id, line=f"submitted by {principal.name} ({tenant.name})"))
+    session.add(JobEvent(job_id=job.id, from_state=None, to_state="queued",
+                         reason=f"submitted by {principal.name}"))
     session.flush()
     return Submitted(job, created=True)
 

@@ -1,0 +1,112 @@
+"""Sustained job submissions per second through HTTP, with PostgreSQL, several concurrent clients.
+
+Starts `sam server` (uvicorn, --workers W) on a fresh PostgreSQL database, creates a tenant and a
+user, then C concurrent clients submit jobs for D seconds over keep-alive connections.
+Prints p50/p99 submit latency and ends with one JSON line: {"submits_per_s", "p50_ms", "p99_ms"}.
+
+    python benchmarks/api_submit.py [--clients 16] [--seconds 10] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import httpx
+from sqlalchemy import create_engine, text
+
+PG = os.environ.get("SAM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+ADMIN = "sam_admin_bench"
+SPEC = {
+    "name": "bench",
+    "model": {"builtin": "mlp"},
+    "resources": {"region": {"rows": 8, "cols": 8}, "time_limit": "10m"},
+}
+
+
+def fresh_database() -> str:
+    name = f"sam_bench_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(PG.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    return PG.rsplit("/", 1)[0] + "/" + name
+
+
+def start_server(url: str, port: int, workers: int, data_dir: str) -> subprocess.Popen:  # type: ignore[type-arg]
+    env = dict(os.environ, SAM_DATABASE_URL=url, SAM_ADMIN_TOKEN=ADMIN, SAM_DATA_DIR=data_dir,
+               SAM_LOG_LEVEL="WARNING")
+    sam = [sys.executable, "-c", "import sys; from client.cli import main; main(sys.argv[1:])"]
+    subprocess.run([*sam, "db", "upgrade"], env=env, check=True, capture_output=True)
+    proc = subprocess.Popen([*sam, "server", "--port", str(port), "--workers", str(workers)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the server did not start")
+
+
+async def client_loop(base: str, token: str, until: float, latencies: list[float]) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
+        while time.perf_counter() < until:
+            t0 = time.perf_counter()
+            r = await client.post("/api/v1/jobs", json={"spec": SPEC, "files": {}})
+            if r.status_code != 201:
+                raise RuntimeError(f"submit failed: {r.status_code} {r.text}")
+            latencies.append(time.perf_counter() - t0)
+
+
+async def load(base: str, token: str, clients: int, seconds: float) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    start = time.perf_counter()
+    until = start + seconds
+    await asyncio.gather(*(client_loop(base, token, until, latencies) for _ in range(clients)))
+    return time.perf_counter() - start, latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--port", type=int, default=18765)
+    args = parser.parse_args()
+    url = fresh_database()
+    with tempfile.TemporaryDirectory() as data_dir:
+        proc = start_server(url, args.port, args.workers, data_dir)
+        try:
+            base = f"http://127.0.0.1:{args.port}"
+            admin = {"Authorization": f"Bearer {ADMIN}"}
+            httpx.post(f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin).raise_for_status()
+            token = httpx.post(f"{base}/api/v1/tenants/bench/users", json={"name": "u"},
+                               headers=admin).json()["token"]
+            asyncio.run(load(base, token, args.clients, 1.0))  # warm-up
+            elapsed, lat = asyncio.run(load(base, token, args.clients, args.seconds))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    lat.sort()
+    p50 = statistics.median(lat) * 1000
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+    rate = len(lat) / elapsed
+    print(f"{len(lat)} submits in {elapsed:.1f}s with {args.clients} clients, {args.workers} server workers, "
+          f"PostgreSQL: {rate:.0f}/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms", file=sys.stderr)
+    print(json.dumps({"submits_per_s": round(rate, 1), "p50_ms": round(p50, 2), "p99_ms": round(p99, 2),
+                      "clients": args.clients, "server_workers": args.workers}))
+
+
+if __name__ == "__main__":
+    main()
