@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 03:34:36.963014
+Create Date: 2026-11-30 03:55:07.540774
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def upgrade() -> None:
     sa.Column('progress_loss', sa.Float(), nullable=True),
     sa.Column('error_kind', sa.String(length=32), nullable=True),
     sa.Column('error_message', sa.Text(), nullable=True),
+    sa.Column('compile_hash', sa.String(length=64), nullable=True),
     sa.Column('compile_key', sa.String(length=128), nullable=True),
     sa.Column('compile_cache_hit', sa.Boolean(), nullable=True),
     sa.Column('compile_seconds', sa.Float(), nullable=True),
@@ -144,6 +145,7 @@ def upgrade() -> None:
     sa.UniqueConstraint('tenant_id', 'idempotency_key', name='uq_jobs_tenant_idem')
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_jobs_compile_hash'), ['compile_hash'], unique=False)
         batch_op.create_index(batch_op.f('ix_jobs_seq'), ['seq'], unique=False)
         batch_op.create_index('ix_jobs_state_created', ['state', 'created_at'], unique=False)
         batch_op.create_index('ix_jobs_tenant_created', ['tenant_id', 'created_at'], unique=False)
@@ -229,6 +231,7 @@ def downgrade() -> None:
         batch_op.drop_index('ix_jobs_tenant_created')
         batch_op.drop_index('ix_jobs_state_created')
         batch_op.drop_index(batch_op.f('ix_jobs_seq'))
+        batch_op.drop_index(batch_op.f('ix_jobs_compile_hash'))
 
     op.drop_table('jobs')
     with op.batch_alter_table('api_tokens', schema=None) as batch_op:

@@ -114,6 +114,7 @@ class Job(Base):
     progress_loss: Mapped[float | None] = mapped_column(Float)
     error_kind: Mapped[str | None] = mapped_column(String(32))
     error_message: Mapped[str | None] = mapped_column(Text)
+    compile_hash: Mapped[str | None] = mapped_column(String(64), index=True)
     compile_key: Mapped[str | None] = mapped_column(String(128))
     compile_cache_hit: Mapped[bool | None] = mapped_column(Boolean)
     compile_seconds: Mapped[float | None] = mapped_column(Float)

@@ -22,6 +22,7 @@ from sam_server.db.types import utcnow
 from sam_server.scheduler.decisions import apply_plan
 from sam_server.scheduler.leader import Leadership
 from sam_server.scheduler.reaper import reap_expired
+from sam_server.scheduler.reuse import reuse_compiled
 from sam_server.scheduler.snapshot import build_snapshot, load_active_jobs
 from sam_server.scheduler.usage import charge_usage
 from sam_server.scheduling import PolicyConfig, plan
@@ -36,6 +37,7 @@ class CycleStats:
     preemptions: int = 0
     waiting: int = 0
     reaped: list[str] = field(default_factory=list)
+    reused: int = 0
     seconds: float = 0.0
 
 
@@ -54,6 +56,8 @@ def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> Cycl
         stats.reaped = reap_expired(session, max_attempts=settings.max_attempts)
         session.flush()
         jobs = load_active_jobs(session)
+        stats.reused = reuse_compiled(session, jobs)
+        session.flush()
         charge_usage(session, jobs, half_life_s=config.half_life_s)
         snapshot = build_snapshot(session, jobs, now=time.time(), config=config,
                                   compile_servers=cluster.compile_servers,

@@ -132,6 +132,7 @@ def _new_job(
 ) -> Job:
     rows, cols = spec.resources.shape()
     return Job(
+        compile_hash=compile_hash(spec, files),
         id=new_job_id(),
         seq=time.time_ns(),
         tenant_id=tenant.id,
@@ -157,6 +158,18 @@ def _new_job(
         cancel_requested=False,
         preempt_requested=False,
     )
+
+
+def compile_hash(spec: JobSpec, files: dict[str, str]) -> str:
+    """A hash of everything a compile depends on: two jobs with the same hash can share one
+    artifact (name, priority and time limit do not change the compiled program)."""
+    body = spec.model_dump(mode="json", by_alias=True)
+    for key in ("name", "priority"):
+        body.pop(key, None)
+    body["resources"].pop("time_limit", None)
+    body["resources"]["shape"] = list(spec.resources.shape())
+    text = json.dumps({"spec": body, "files": files}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _idempotent_replay(session: Session, tenant: Tenant, key: str, digest: str) -> Job | None:

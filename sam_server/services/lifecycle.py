@@ -136,19 +136,31 @@ def finish_compile(
         log(session, job_id, f"compile failed ({error[0]}): {error[1]}", level="ERROR")
         return job.state
     assert result is not None
+    _record_compile(session, job, result)
+    return job.state
+
+
+def _record_compile(session: Session, job: Job, result: dict[str, Any]) -> None:
     job.compile_key = result["cache_key"]
     job.compile_cache_hit = bool(result["cache_hit"])
     job.compile_seconds = float(result["seconds"])
     job.compile_summary = result.get("summary")
     hit = "cache hit" if job.compile_cache_hit else "compiled"
-    log(session, job_id, f"{hit} in {job.compile_seconds:.3f}s (artifact {job.compile_key[:16]})")
+    log(session, job.id, f"{hit} in {job.compile_seconds:.3f}s (artifact {job.compile_key[:16]})")
     if job.mode in ("compile_only", "validate_only"):
         transition(session, job, JobState.SUCCEEDED, reason=f"{job.mode} done")
     else:
         job.eligible_at = utcnow()
         job.reason = "Resources"
         transition(session, job, JobState.PENDING, reason=hit)
-    return job.state
+
+
+def reuse_artifact(session: Session, job: Job, *, artifact: str, summary: dict[str, Any] | None) -> None:
+    """A queued job whose compile inputs match an earlier successful compile takes its
+    content-addressed artifact at once, with no trip through a compile server."""
+    transition(session, job, JobState.COMPILING, reason="identical compile already done")
+    _record_compile(session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0,
+                                   "summary": summary})
 
 
 def record_steps(session: Session, *, job_id: str, owner: str, attempt: int,

@@ -169,3 +169,20 @@ def test_compile_only_job_succeeds_without_a_region(api, cluster_settings):
     job = api.get(f"/api/v1/jobs/{job_id}", headers=alice).json()
     assert job["state"] == "succeeded" and job["region"] is None
     assert job["compile"] == {"cache_hit": True, "artifact": "k", "seconds": 0.01}
+
+
+def test_identical_job_reuses_the_artifact_and_is_placed_in_one_cycle(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    first = submit(api, alice, spec("first")).json()["id"]
+    _online(cluster_settings)
+    run_cycle(cluster_settings)
+    _compile_ok(cluster_settings, first)
+    again = submit(api, alice, spec("again", priority="high")).json()["id"]
+    other = submit(api, alice, spec("other", resources={"region": {"rows": 2, "cols": 2}})).json()["id"]
+    stats = run_cycle(cluster_settings)
+    assert stats.reused == 1
+    job = api.get(f"/api/v1/jobs/{again}", headers=alice).json()
+    assert job["state"] == "running"  # no trip through a compile server
+    assert job["compile"] == {"cache_hit": True, "artifact": "k", "seconds": 0.0}
+    assert _job(cluster_settings, other).state == "compiling"  # another shape: a real compile
