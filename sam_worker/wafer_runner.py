@@ -155,7 +155,10 @@ def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, run_opts, settin
         runtime.save_checkpoint(ckpt_dir, result.last_step + 1, job.state_dict())
         reporter.line(f"checkpointed at step {result.last_step + 1} for preemption")
     try:
+        from wse_sim.report import region_summary
+
         report = runtime.report(job, (settings.data_dir / "reports" / claim.job_id).resolve())
+        report["region"] = region_summary(job.region)  # per-PE grids (downsampled) for dashboards
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
         reporter.line(f"the performance report failed: {exc}", "WARN")
     reporter.flush()

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
 from sam_server.api.deps import PrincipalDep, SessionDep
+from sam_server.errors import NotFound
 from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
 from sam_server.services import jobs as svc
 from sam_server.services import observe
@@ -137,12 +138,27 @@ def explain(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[s
 def report(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """The performance report: simulated throughput, utilization and SRAM, compile summary."""
     job = svc.get_job(session, principal=principal, job_id=job_id)
-    return {
-        "job_id": job.id,
-        "state": job.state,
-        "compile": job.compile_summary,
-        "run": job.report,
-    }
+    images = {}
+    if job.report:
+        images = {n.split(".")[0]: f"/api/v1/jobs/{job.id}/report/{n}" for n in sorted(HEATMAPS)}
+    return {"job_id": job.id, "state": job.state, "compile": job.compile_summary,
+            "run": job.report, "images": images}
+
+
+HEATMAPS = {"utilization.png", "sram.png"}
+
+
+@router.get("/jobs/{job_id}/report/{name}", response_class=FileResponse)
+def report_image(job_id: str, name: str, request: Request, session: SessionDep,
+                 principal: PrincipalDep) -> FileResponse:
+    """A heatmap of the performance report: `utilization.png` or `sram.png` (per PE)."""
+    job = svc.get_job(session, principal=principal, job_id=job_id)
+    if name not in HEATMAPS:  # never build a path from user input beyond this fixed set
+        raise NotFound(f"no report image {name!r}; try one of {sorted(HEATMAPS)}")
+    path = request.app.state.settings.data_dir.resolve() / "reports" / job.id / name
+    if not path.is_file():
+        raise NotFound(f"job {job.id} has no {name} yet; reports are written when a run ends")
+    return FileResponse(path, media_type="image/png")
 
 
 @router.get("/queue")

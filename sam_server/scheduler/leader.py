@@ -46,6 +46,9 @@ class Leadership:
         if self._file is not None and self.held:
             self._file.release()
         if self._conn is not None:
+            if self.held:  # pooled connections outlive close(): drop the session lock explicitly
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _LOCK_KEY})
+                self._conn.commit()
             self._conn.close()
             self._conn = None
         self.held = False

@@ -10,7 +10,12 @@ from pydantic import ValidationError
 from sam_server.errors import InvalidSpec
 from sam_server.schemas.job_spec import JobSpec
 
-_BAD_NAME_CHARS = ("/", "\\", "\x00")
+def safe_file_name(name: str) -> bool:
+    """A relative path inside the job's directory: no absolute paths, `..`, backslashes or NULs."""
+    if not name or len(name) > 255 or "\\" in name or "\x00" in name or name.startswith("/"):
+        return False
+    parts = name.split("/")
+    return all(p not in ("", ".", "..") for p in parts)
 
 
 def validation_errors(exc: ValidationError, prefix: str = "spec") -> list[dict[str, str]]:
@@ -40,8 +45,9 @@ def check_files(spec: JobSpec, files: dict[str, str]) -> None:
     what the spec says it does (checked with `ast`: user code is never run in the server)."""
     errors: list[dict[str, str]] = []
     for name in files:
-        if not name or any(c in name for c in _BAD_NAME_CHARS) or name in (".", ".."):
-            errors.append({"field": f"files.{name}", "message": "file names must be plain names"})
+        if not safe_file_name(name):
+            errors.append({"field": f"files.{name}",
+                           "message": "file names must be plain relative paths (no '..' or '/' at the start)"})
     wanted = {"spec.model.file": spec.model.file, "spec.data.file": spec.data.file}
     for field, name in wanted.items():
         if name and name not in files:

@@ -110,7 +110,16 @@ def test_unknown_route_and_bad_json_are_problems(client, alice):
     _problem(r, 422)
 
 
-def test_file_names_must_be_plain(client, alice):
-    files = {"model.py": MODEL_PY, "../etc/passwd": "x"}
+@pytest.mark.parametrize("bad", ["../etc/passwd", "/etc/passwd", "a/../../b", "a\\b", "x\x00y"])
+def test_file_names_must_be_plain_relative_paths(client, alice, bad):
+    files = {"model.py": MODEL_PY, bad: "x"}
     body = _problem(submit(client, alice, files=files), 422)
-    assert "plain" in body["detail"]
+    assert "relative paths" in body["detail"]
+    _nothing_written(client)
+
+
+def test_files_in_subfolders_are_accepted(client, alice):
+    s = spec()
+    s["model"]["file"] = "src/model.py"
+    r = submit(client, alice, s, files={"src/model.py": MODEL_PY})
+    assert r.status_code == 201, r.text

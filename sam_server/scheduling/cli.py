@@ -1,0 +1,69 @@
+"""`sam sim`: replay an SWF trace through a scheduling policy (CONTRACT section 3).
+
+A standalone click command, loaded by the `sam` CLI through the `sam.commands` entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from sam_server.scheduling.model import PolicyConfig, easy_config, fcfs_config
+from sam_server.scheduling.sim import ClusterSpec, simulate
+from sam_server.scheduling.swf import TraceFormatError, read_swf
+
+POLICIES = {"fcfs": fcfs_config, "easy": easy_config, "sam": PolicyConfig}
+"""The policies `sam sim` can replay, by name."""
+
+
+def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
+    """PEs per trace processor so that the trace's largest job fills one wafer."""
+    return max(1, (spec.rows * spec.cols) // max(1, max_procs))
+
+
+@click.command("sim")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.option("--wafers", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--wafer-rows", default=750, show_default=True, type=click.IntRange(min=1))
+@click.option("--wafer-cols", default=994, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--pes-per-proc",
+    type=click.IntRange(min=1),
+    default=None,
+    help="PEs per trace processor [default: the trace's largest job fills one wafer]",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="replay the first N jobs")
+@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="sam", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
+def sim(
+    trace: str,
+    wafers: int,
+    wafer_rows: int,
+    wafer_cols: int,
+    pes_per_proc: int | None,
+    limit: int | None,
+    policy: str,
+    output: str,
+) -> None:
+    """Replay TRACE (.swf or .swf.gz) on simulated wafers; print wait, slowdown, utilization."""
+    try:
+        jobs = read_swf(trace, limit)
+    except (TraceFormatError, OSError) as exc:
+        click.echo(f"error: cannot read {trace}: {exc}", err=True)
+        sys.exit(1)
+    spec = ClusterSpec(wafers, wafer_rows, wafer_cols, 1)
+    if pes_per_proc is None:
+        pes_per_proc = _auto_pes_per_proc(max((j.procs for j in jobs), default=1), spec)
+    spec = ClusterSpec(wafers, wafer_rows, wafer_cols, pes_per_proc)
+    result = simulate(jobs, spec, POLICIES[policy](), policy)
+    figures = result.as_dict()
+    if output == "json":
+        click.echo(json.dumps(figures))
+        return
+    click.echo(f"# {len(jobs)} jobs on {wafers} x {wafer_rows}x{wafer_cols} PEs, "
+               f"{pes_per_proc} PEs per processor", err=True)
+    for key, value in figures.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        click.echo(f"{key:<22} {shown}")

@@ -1,0 +1,111 @@
+"""Every reason a job waits, and an estimated start time, from the state a plan leaves behind."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sam_server.scheduling import reasons
+from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.model import Job, JobId, Reason, Reservation
+from sam_server.scheduling.placement import FitIndex
+from sam_server.scheduling.quota import QuotaLedger
+
+
+@dataclass
+class ClusterView:
+    """What the explain step needs from the finished plan: free space now and the reservation."""
+
+    spaces: Sequence[FreeSpace | None]
+    fit_now: FitIndex
+    fit_long: FitIndex
+    reservation: Reservation | None
+    shapes: list[tuple[int, int]]
+    dispatched: set[JobId] = field(default_factory=set)
+    preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
+
+
+def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
+    """WaferUnavailable, Resources, Fragmented or ReservedFor, whichever holds for `job` now."""
+    if not any(r >= job.rows and c >= job.cols for r, c in view.shapes):
+        return [reasons.wafer_unavailable(job.rows, job.cols)]
+    if not view.fit_now.fits(job.rows, job.cols):
+        usable = [s for s in view.spaces if s is not None]
+        most_free = max((s.free_pes for s in usable), default=0)
+        if most_free < job.pes:
+            return [reasons.resources(job.pes, most_free)]
+        largest = max((s.largest_free_rect() for s in usable), key=lambda rc: rc[0] * rc[1])
+        return [reasons.fragmented(job.rows, job.cols, largest)]
+    res = view.reservation
+    if res is not None and res.job_id != job.id and now + job.time_limit_s > res.start_time:
+        if not view.fit_long.fits(job.rows, job.cols):
+            return [reasons.reserved_for(res.job_id, res.start_time, res.wafer_id)]
+    return []
+
+
+def job_reasons(
+    job: Job,
+    view: ClusterView,
+    ledger: QuotaLedger,
+    waiting_ahead: int,
+    compiles_ahead: int,
+    now: float,
+) -> tuple[Reason, ...]:
+    """All the reasons `job` is not running after this plan (never empty)."""
+    found: list[Reason] = []
+    if job.state == "queued":
+        found.append(reasons.compile_pending(compiles_ahead, job.id in view.dispatched))
+    elif job.state == "compiling":
+        found.append(reasons.compiling())
+    if job.id in view.preempting:
+        found.append(reasons.preempting(view.preempting[job.id]))
+    if job.state == "pending" and waiting_ahead > 0:
+        found.append(reasons.priority(waiting_ahead))
+    found.extend(ledger.blocks(job))
+    if job.id not in view.preempting:
+        found.extend(_resource_reasons(job, view, now))
+    if not found:  # fits and is allowed, but was not started this cycle (e.g. strict order)
+        found.append(reasons.priority(waiting_ahead))
+    return tuple(found)
+
+
+def estimate_starts(
+    ordered: Sequence[Job],
+    held: Sequence[tuple[float, int]],
+    capacity: int,
+    largest_wafer: int,
+    now: float,
+    reservation: Reservation | None,
+    depth: int,
+) -> dict[JobId, float | None]:
+    """ETA of each waiting job: list scheduling by PE count in queue order, no backfill.
+
+    `held` is (end time, PEs) of each running job (this plan's starts included) and `capacity`
+    the PEs of all online wafers. Geometry is ignored except for the reserved job, whose ETA is
+    its reservation's start. The estimate is pessimistic (backfill may start a job sooner).
+    Jobs beyond `depth`, or larger than every online wafer, get None.
+    """
+    heap = [(max(now, end), pes) for end, pes in held]
+    heapq.heapify(heap)
+    free = capacity - sum(p for _, p in held)
+    clock = now
+    etas: dict[JobId, float | None] = {}
+    for k, job in enumerate(ordered):
+        if k >= depth or job.pes > largest_wafer:
+            etas[job.id] = None
+            continue
+        while free < job.pes and heap:
+            end, pes = heapq.heappop(heap)
+            clock = max(clock, end)
+            free += pes
+        if free < job.pes:
+            etas[job.id] = None
+            continue
+        start = clock
+        if reservation is not None and reservation.job_id == job.id:
+            start = reservation.start_time
+        etas[job.id] = start
+        heapq.heappush(heap, (start + job.time_limit_s, job.pes))
+        free -= job.pes
+    return etas

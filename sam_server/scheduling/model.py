@@ -1,0 +1,240 @@
+"""The policy's input (`Snapshot`, `PolicyConfig`) and output (`Plan`): plain frozen dataclasses.
+
+The live scheduler loop builds a `Snapshot` from the database, the trace replay (`sam sim`) builds
+one from its simulated cluster, and both hand it to `policy.plan(snapshot, now)`. Nothing here
+touches a database, a broker or a clock: every time is a float of seconds passed in by the caller
+(epoch seconds live, simulated seconds in `sam sim`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+JobId = int | str
+"""A job's id. All ids in one snapshot must be of one type (they are sorted for tie-breaks)."""
+
+PriorityClass = Literal["low", "normal", "high", "urgent"]
+JobState = Literal["queued", "compiling", "pending", "running"]
+
+CLASS_RANK: dict[str, int] = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
+"""Priority classes in increasing order; a job may only preempt jobs of a strictly lower rank."""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A rectangle of a wafer held by a running job: rows [row, row+rows), cols [col, col+cols)."""
+
+    job_id: JobId
+    tenant: str
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class Wafer:
+    """One wafer's PE grid (rows x cols) and the regions allocated on it."""
+
+    id: str
+    rows: int
+    cols: int
+    online: bool = True
+    allocations: tuple[Allocation, ...] = ()
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A tenant's limits (None = no limit) and fair-share weight, as in CONTRACT section 2."""
+
+    max_pes: int | None = None
+    max_running_jobs: int | None = None
+    max_queued_jobs: int | None = None
+    share: float = 1.0
+
+
+@dataclass(frozen=True)
+class TenantState:
+    """A tenant's quota and its decayed usage in PE-seconds (total and per user)."""
+
+    quota: Quota = field(default_factory=Quota)
+    usage_pe_s: float = 0.0
+    user_usage_pe_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job that is not yet terminal. `rows` x `cols` is the region shape the job needs.
+
+    `eligible_at` is when the job became eligible to run (age accrues from it); `started_at` is
+    set for running jobs; `time_limit_s` is the wall-time limit used for reservations.
+    """
+
+    id: JobId
+    tenant: str
+    user: str
+    priority_class: PriorityClass
+    state: JobState
+    submitted_at: float
+    eligible_at: float
+    rows: int
+    cols: int
+    time_limit_s: float
+    started_at: float | None = None
+    preempt_count: int = 0
+    last_preempted_at: float | None = None
+    preemptible: bool = True
+
+    @property
+    def pes(self) -> int:
+        """PEs the job holds when running."""
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class PriorityWeights:
+    """Weights of the priority factors (each factor is in [0, 1]); higher total runs sooner."""
+
+    priority_class: float = 10000.0
+    fair_share: float = 5000.0
+    age: float = 1000.0
+    size: float = 500.0
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Knobs of the policy. The defaults are SAM's policy; `fcfs_config`/`easy_config` the anchors.
+
+    - ordering: "priority" (weighted sum) or "fifo" (submit time).
+    - placement: "best_fit" (fragmentation-aware over maximal empty rectangles) or "first_fit".
+    - backfill: reserve a rectangle for the top blocked job and backfill around it (EASY);
+      False means strict order: nothing starts behind a blocked job.
+    - favor_small: the size factor favours jobs of small PE-seconds (True) or large PE counts.
+    - size_horizon_s: the time scale of the size factor (a job of the whole cluster for this long
+      scores 0).
+    - user_share_weight: how much the user's share within the tenant moves the fair-share factor.
+    - eta_depth: ETAs are estimated for this many jobs at the head of the queue (others None).
+    """
+
+    weights: PriorityWeights = field(default_factory=PriorityWeights)
+    half_life_s: float = 7 * 86400.0
+    age_cap_s: float = 7 * 86400.0
+    ordering: Literal["priority", "fifo"] = "priority"
+    placement: Literal["best_fit", "first_fit"] = "best_fit"
+    backfill: bool = True
+    favor_small: bool = True
+    size_horizon_s: float = 86400.0
+    user_share_weight: float = 0.25
+    preemption: bool = True
+    min_run_before_preempt_s: float = 600.0
+    max_preemptions_per_job: int = 3
+    eta_depth: int = 100_000
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the policy may look at: wafers, tenants, jobs not terminal, free compile slots."""
+
+    wafers: tuple[Wafer, ...]
+    tenants: dict[str, TenantState]
+    jobs: tuple[Job, ...]
+    compile_slots_free: int = 0
+    config: PolicyConfig = field(default_factory=PolicyConfig)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start `job_id` in the rectangle (row, col, rows, cols) of wafer `wafer_id`."""
+
+    job_id: JobId
+    wafer_id: str
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Stop `job_id` (checkpoint, back to pending) so that `for_job_id` can start."""
+
+    job_id: JobId
+    for_job_id: JobId
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a job waits: a code from `reasons.REASON_CODES` and a message a user can act on."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PriorityBreakdown:
+    """The total priority and each factor's value in [0, 1] (`weighted` = weight x factor)."""
+
+    total: float
+    factors: dict[str, float]
+    weighted: dict[str, float]
+
+
+@dataclass(frozen=True)
+class JobExplain:
+    """A waiting job's 1-based queue position, priority, every reason it waits and its ETA."""
+
+    position: int
+    priority: PriorityBreakdown
+    reasons: tuple[Reason, ...]
+    eta: float | None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The rectangle held for the top blocked job from `start_time` on."""
+
+    job_id: JobId
+    wafer_id: str
+    row: int
+    col: int
+    rows: int
+    cols: int
+    start_time: float
+
+
+@dataclass(frozen=True)
+class WaferMetrics:
+    """A wafer after this plan's starts: free PEs, largest free rectangle, fragmentation.
+
+    fragmentation = 1 - area(largest free rectangle) / free PEs (0 when nothing is free).
+    """
+
+    wafer_id: str
+    free_pes: int
+    largest_free_rect: tuple[int, int]
+    fragmentation: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decisions of one planning cycle. `order` lists every waiting job in queue order."""
+
+    compiles: list[JobId]
+    starts: list[Start]
+    preemptions: list[Preempt]
+    waiting: dict[JobId, JobExplain]
+    reservation: Reservation | None
+    wafer_metrics: dict[str, WaferMetrics]
+    order: list[JobId]
+
+
+def fcfs_config() -> PolicyConfig:
+    """First come first served with first-fit placement and no backfill (the Cerebras anchor)."""
+    return PolicyConfig(ordering="fifo", placement="first_fit", backfill=False, preemption=False)
+
+
+def easy_config() -> PolicyConfig:
+    """EASY backfill in submit order with first-fit placement (the Slurm-like anchor)."""
+    return PolicyConfig(ordering="fifo", placement="first_fit", backfill=True, preemption=False)

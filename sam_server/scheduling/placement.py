@@ -1,0 +1,128 @@
+"""Where a rows x cols job goes: best fit (fragmentation-aware) or first fit over wafers' MERs.
+
+Best fit tries the four corners of every maximal empty rectangle (MER) that can hold the job and
+scores each candidate by how much it shrinks the wafer's largest free rectangle (Kim & Yoon's
+"potential fragmentation"), then by the area of the MER it sits in (tightest hole first), then
+by wafer order, row and column, so the choice is deterministic.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sam_server.scheduling.geometry import FreeSpace, shape_frontier
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A chosen rectangle: wafer index in the caller's list, top-left (row, col), its score."""
+
+    wafer_index: int
+    row: int
+    col: int
+    score: tuple[int, ...]
+
+
+def _candidates(mers: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Corner positions ([k, 2]: row, col) of fitting MERs and the area of the MER each is in."""
+    ok = (mers[:, 2] - mers[:, 0] >= rows) & (mers[:, 3] - mers[:, 1] >= cols)
+    m = mers[ok]
+    if len(m) == 0:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.int64)
+    top, left, bottom, right = m[:, 0], m[:, 1], m[:, 2] - rows, m[:, 3] - cols
+    pos = np.concatenate(
+        [np.stack(p, axis=1) for p in ((top, left), (top, right), (bottom, left), (bottom, right))]
+    )
+    area = np.tile((m[:, 2] - m[:, 0]) * (m[:, 3] - m[:, 1]), 4)
+    return pos, area
+
+
+def largest_after(mers: np.ndarray, pos: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Area of the largest free rectangle after placing rows x cols at each of `pos` ([k, 2]).
+
+    Every MER of the new free space lies in a piece of an old MER (the MaxRects argument), so the
+    maximum piece area over old MERs is exactly the new largest free rectangle. Returns [k].
+    """
+    r0, c0, r1, c1 = (mers[None, :, i] for i in range(4))
+    pr0, pc0 = pos[:, 0:1], pos[:, 1:2]
+    pr1, pc1 = pr0 + rows, pc0 + cols
+    h, w = r1 - r0, c1 - c0
+    hit = (r0 < pr1) & (r1 > pr0) & (c0 < pc1) & (c1 > pc0)
+    top = np.clip(pr0 - r0, 0, None) * w
+    bottom = np.clip(r1 - pr1, 0, None) * w
+    left = np.clip(pc0 - c0, 0, None) * h
+    right = np.clip(c1 - pc1, 0, None) * h
+    piece = np.maximum(np.maximum(top, bottom), np.maximum(left, right))
+    area = np.where(hit, piece, h * w)
+    return area.max(axis=1)
+
+
+def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...], int, int] | None:
+    """Best (score, row, col) for a rows x cols job on one wafer, or None if it does not fit."""
+    pos, hole = _candidates(space.mers, rows, cols)
+    if len(pos) == 0:
+        return None
+    tight_first = np.argsort(hole, kind="stable")
+    pos, hole = pos[tight_first], hole[tight_first]
+    pos, idx = np.unique(pos, axis=0, return_index=True)  # first = tightest hole of a position
+    hole = hole[idx]
+    mers = space.mers
+    before = int(((mers[:, 2] - mers[:, 0]) * (mers[:, 3] - mers[:, 1])).max())
+    shrink = before - largest_after(mers, pos, rows, cols)
+    # np.unique sorted pos by (row, col), so lexsort keeps that as the last tie-break.
+    best = int(np.lexsort((hole, shrink))[0])
+    return (int(shrink[best]), int(hole[best])), int(pos[best, 0]), int(pos[best, 1])
+
+
+def first_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[int, int] | None:
+    """The topmost, then leftmost free position of a rows x cols job on one wafer, or None."""
+    m = space.mers
+    ok = (m[:, 2] - m[:, 0] >= rows) & (m[:, 3] - m[:, 1] >= cols)
+    if not ok.any():
+        return None
+    corners = m[ok][:, :2]
+    i = int(np.lexsort((corners[:, 1], corners[:, 0]))[0])
+    return int(corners[i, 0]), int(corners[i, 1])
+
+
+def choose_placement(
+    spaces: Sequence[FreeSpace | None], rows: int, cols: int, policy: str
+) -> Placement | None:
+    """Where a rows x cols job goes among `spaces` (None = wafer not usable), or None.
+
+    policy "first_fit": first wafer in order, then topmost-leftmost position.
+    policy "best_fit": least shrink of the wafer's largest free rectangle, tightest hole,
+    then wafer order, row, col.
+    """
+    best: Placement | None = None
+    for i, space in enumerate(spaces):
+        if space is None:
+            continue
+        if policy == "first_fit":
+            spot = first_fit_on(space, rows, cols)
+            if spot is not None:
+                return Placement(i, spot[0], spot[1], (i,))
+            continue
+        found = best_fit_on(space, rows, cols)
+        if found is None:
+            continue
+        score = (*found[0], i, found[1], found[2])
+        if best is None or score < best.score:
+            best = Placement(i, found[1], found[2], score)
+    return best
+
+
+class FitIndex:
+    """'Can rows x cols fit on any of these wafers?' in O(log m), rebuilt after each change."""
+
+    def __init__(self, spaces: Sequence[FreeSpace | None]) -> None:
+        self.heights, self.widths = shape_frontier(s for s in spaces if s is not None)
+
+    def fits(self, rows: int, cols: int) -> bool:
+        """Whether some wafer has a free rectangle at least rows tall and cols wide."""
+        i = bisect_left(self.heights, rows)
+        return i < len(self.heights) and self.widths[i] >= cols

@@ -1,0 +1,278 @@
+"""`plan(snapshot, now) -> Plan`: one scheduling cycle as a pure function.
+
+1. Order the waiting jobs: by priority (weighted sum) or, for the anchors, by submit time.
+2. Send the highest-priority queued jobs to the free compile slots.
+3. Walk the pending jobs in order. A job within its tenant's quotas starts where it fits
+   (best fit or first fit). The first job that does not fit is the top blocked job: it may
+   preempt lower-class jobs (if that is the only way), otherwise it gets a reservation, a
+   concrete rectangle and start time from the running jobs' time limits. Behind it, jobs start
+   only outside that rectangle or if they end before it starts (EASY backfill in two
+   dimensions); without backfill nothing starts behind it.
+4. Explain every job left waiting: all reasons, its position and an ETA.
+
+No database, broker or clock: the same function drives the live loop and `sam sim`, and the same
+snapshot always gives the same plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
+from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.model import (
+    Job,
+    JobExplain,
+    JobId,
+    Plan,
+    PolicyConfig,
+    Preempt,
+    PriorityBreakdown,
+    Reservation,
+    Snapshot,
+    Start,
+    WaferMetrics,
+)
+from sam_server.scheduling.placement import FitIndex, choose_placement
+from sam_server.scheduling.preemption import Held, choose_victims
+from sam_server.scheduling.priority import PriorityCalculator
+from sam_server.scheduling.quota import QuotaLedger
+from sam_server.scheduling.reservation import TimedRect, earliest_start
+
+WAITING_STATES = ("queued", "compiling", "pending")
+
+
+@dataclass
+class _Cycle:
+    """The mutable state of one plan while it is built (never outlives `plan`)."""
+
+    snapshot: Snapshot
+    now: float
+    config: PolicyConfig
+    spaces: list[FreeSpace | None]
+    long_spaces: list[FreeSpace | None]
+    ledger: QuotaLedger
+    held: list[list[Held]]
+    ends: list[list[TimedRect]]
+    starts: list[Start] = field(default_factory=list)
+    preemptions: list[Preempt] = field(default_factory=list)
+    preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
+    reservation: Reservation | None = None
+    fit_now: FitIndex | None = None
+    fit_long: FitIndex | None = None
+
+    def index_now(self) -> FitIndex:
+        if self.fit_now is None:
+            self.fit_now = FitIndex(self.spaces)
+        return self.fit_now
+
+    def index_long(self) -> FitIndex:
+        if self.fit_long is None:
+            self.fit_long = FitIndex(self.long_spaces)
+        return self.fit_long
+
+
+def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
+    """Free space, held rectangles and quota ledger of the snapshot."""
+    jobs_by_id = {j.id: j for j in snapshot.jobs}
+    spaces: list[FreeSpace | None] = []
+    held: list[list[Held]] = []
+    ends: list[list[TimedRect]] = []
+    for wafer in snapshot.wafers:
+        rects = [(a.row, a.col, a.rows, a.cols) for a in wafer.allocations]
+        jobs = [jobs_by_id.get(a.job_id) for a in wafer.allocations]
+        running = [j if j is not None and j.state == "running" else None for j in jobs]
+        held.append([Held(r, j) for r, j in zip(rects, running, strict=True)])
+        ends.append([TimedRect(r, _end_of(j)) for r, j in zip(rects, running, strict=True)])
+        spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if wafer.online else None)
+    ledger = QuotaLedger.of(snapshot.tenants, snapshot.jobs)
+    return _Cycle(snapshot, now, config, spaces, list(spaces), ledger, held, ends)
+
+
+def _end_of(job: Job | None) -> float:
+    """When a running job is expected to end (its time limit); inf for an unknown holder."""
+    if job is None or job.started_at is None:
+        return float("inf")
+    return job.started_at + job.time_limit_s
+
+
+def _order_key(job: Job, prio: PriorityBreakdown, config: PolicyConfig) -> tuple:
+    if config.ordering == "fifo":
+        return (job.submitted_at, job.id)
+    return (-prio.total, job.eligible_at, job.submitted_at, job.id)
+
+
+def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> None:
+    """Record a start and take its rectangle out of every view."""
+    rect = (row, col, job.rows, job.cols)
+    space = cycle.spaces[wafer_index]
+    assert space is not None
+    space.occupy(rect)
+    long_space = cycle.long_spaces[wafer_index]
+    if long_space is not None and long_space is not space:
+        long_space.occupy(rect)
+    cycle.fit_now = cycle.fit_long = None
+    cycle.ledger.add(job)
+    cycle.held[wafer_index].append(Held(rect, None))
+    cycle.ends[wafer_index].append(TimedRect(rect, cycle.now + job.time_limit_s))
+    wafer_id = cycle.snapshot.wafers[wafer_index].id
+    cycle.starts.append(Start(job.id, wafer_id, row, col, job.rows, job.cols))
+
+
+def _try_start(cycle: _Cycle, job: Job) -> bool:
+    """Start `job` now if it fits (around the reservation, if any); True if it started."""
+    res = cycle.reservation
+    short = res is None or cycle.now + job.time_limit_s <= res.start_time
+    index = cycle.index_now() if short else cycle.index_long()
+    if not index.fits(job.rows, job.cols):
+        return False
+    views = cycle.spaces if short else cycle.long_spaces
+    spot = choose_placement(views, job.rows, job.cols, cycle.config.placement)
+    if spot is None:
+        return False
+    _start(cycle, job, spot.wafer_index, spot.row, spot.col)
+    return True
+
+
+def _try_preempt(cycle: _Cycle, job: Job) -> bool:
+    """Preempt lower-class jobs for the top blocked `job` if that lets it start; True if so."""
+    wafers = [
+        (w.rows, w.cols, cycle.held[i]) if cycle.spaces[i] is not None else None
+        for i, w in enumerate(cycle.snapshot.wafers)
+    ]
+    choice = choose_victims(job, wafers, cycle.now, cycle.config)
+    if choice is None:
+        return False
+    for victim in choice.victims:
+        reason = f"preempted for {job.priority_class}-class job {job.id}"
+        cycle.preemptions.append(Preempt(victim.id, job.id, reason))
+    cycle.preempting[job.id] = [v.id for v in choice.victims]
+    wafer = cycle.snapshot.wafers[choice.wafer_index]
+    cycle.reservation = Reservation(
+        job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
+    )
+    return True
+
+
+def _reserve(cycle: _Cycle, job: Job) -> None:
+    """Give the top blocked job a rectangle and start time; block that rectangle for long jobs."""
+    wafers = [
+        (w.rows, w.cols, cycle.ends[i]) if cycle.spaces[i] is not None else None
+        for i, w in enumerate(cycle.snapshot.wafers)
+    ]
+    found = earliest_start(job.rows, job.cols, wafers, cycle.now, cycle.config.placement)
+    if found is None:
+        return
+    wafer = cycle.snapshot.wafers[found.wafer_index]
+    cycle.reservation = Reservation(
+        job.id, wafer.id, found.row, found.col, job.rows, job.cols, found.start
+    )
+    space = cycle.spaces[found.wafer_index]
+    assert space is not None
+    blocked = space.copy()
+    blocked.occupy((found.row, found.col, job.rows, job.cols), counts_as_used=False)
+    cycle.long_spaces[found.wafer_index] = blocked
+    cycle.fit_long = None
+
+
+def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
+    """The walk of step 3 over pending jobs in queue order."""
+    blocked_seen = False
+    for job in pending:
+        if cycle.ledger.blocks(job):
+            continue  # quota-held jobs neither start nor hold back the jobs behind them
+        if blocked_seen and not cycle.config.backfill:
+            continue  # strict order: nothing overtakes the blocked head of the queue
+        if _try_start(cycle, job):
+            continue
+        if cycle.reservation is None and not cycle.preempting:
+            if not (cycle.config.preemption and _try_preempt(cycle, job)):
+                _reserve(cycle, job)
+        blocked_seen = True
+
+
+def _compiles(ordered: list[Job], slots: int, ledger: QuotaLedger) -> list[JobId]:
+    """The highest-priority queued jobs (not held by max_queued_jobs) for the free slots."""
+    chosen: list[JobId] = []
+    for job in ordered:
+        if len(chosen) >= slots:
+            break
+        if job.state == "queued" and job.id not in ledger.over_queued:
+            chosen.append(job.id)
+    return chosen
+
+
+def plan(snapshot: Snapshot, now: float, config: PolicyConfig | None = None) -> Plan:
+    """One scheduling cycle: compiles, starts, preemptions, and the explanation of every wait.
+
+    `config` overrides `snapshot.config`. `now` is the caller's time in float seconds.
+    """
+    config = config or snapshot.config
+    cycle = _init_cycle(snapshot, now, config)
+    cluster_pes = sum(w.rows * w.cols for w in snapshot.wafers if w.online)
+    calc = PriorityCalculator(snapshot.tenants, cluster_pes, config)
+    waiting = [j for j in snapshot.jobs if j.state in WAITING_STATES]
+    prios = {j.id: calc.breakdown(j, now) for j in waiting}
+    ordered = sorted(waiting, key=lambda j: _order_key(j, prios[j.id], config))
+    compiles = _compiles(ordered, snapshot.compile_slots_free, cycle.ledger)
+    _schedule_pending(cycle, [j for j in ordered if j.state == "pending"])
+    started = {s.job_id for s in cycle.starts}
+    left = [j for j in ordered if j.id not in started]
+    return Plan(
+        compiles=compiles,
+        starts=cycle.starts,
+        preemptions=cycle.preemptions,
+        waiting=_explain_all(cycle, left, prios, set(compiles)),
+        reservation=cycle.reservation,
+        wafer_metrics=_metrics(cycle),
+        order=[j.id for j in left],
+    )
+
+
+def _explain_all(
+    cycle: _Cycle, left: list[Job], prios: dict[JobId, PriorityBreakdown], dispatched: set[JobId]
+) -> dict[JobId, JobExplain]:
+    """JobExplain for every job left waiting, in queue order."""
+    wafers = cycle.snapshot.wafers
+    view = ClusterView(
+        spaces=cycle.spaces,
+        fit_now=cycle.index_now(),
+        fit_long=cycle.index_long(),
+        reservation=cycle.reservation,
+        shapes=[(w.rows, w.cols) for w in wafers if w.online],
+        dispatched=dispatched,
+        preempting=cycle.preempting,
+    )
+    held = [(t.end, t.rect[2] * t.rect[3]) for i, ends in enumerate(cycle.ends) for t in ends
+            if wafers[i].online]
+    etas = estimate_starts(
+        left,
+        held,
+        sum(r * c for r, c in view.shapes),
+        max((r * c for r, c in view.shapes), default=0),
+        cycle.now,
+        cycle.reservation,
+        cycle.config.eta_depth,
+    )
+    out: dict[JobId, JobExplain] = {}
+    pending_ahead = queued_ahead = 0
+    for position, job in enumerate(left, start=1):
+        why = job_reasons(job, view, cycle.ledger, pending_ahead, queued_ahead, cycle.now)
+        out[job.id] = JobExplain(position, prios[job.id], why, etas[job.id])
+        pending_ahead += job.state == "pending"
+        queued_ahead += job.state == "queued" and job.id not in dispatched
+    return out
+
+
+def _metrics(cycle: _Cycle) -> dict[str, WaferMetrics]:
+    """Free PEs, largest free rectangle and fragmentation of each wafer after the starts."""
+    out = {}
+    for i, wafer in enumerate(cycle.snapshot.wafers):
+        space = cycle.spaces[i]
+        if space is None:
+            rects = [(a.row, a.col, a.rows, a.cols) for a in wafer.allocations]
+            space = FreeSpace.of(wafer.rows, wafer.cols, rects)
+        out[wafer.id] = WaferMetrics(
+            wafer.id, space.free_pes, space.largest_free_rect(), space.fragmentation()
+        )
+    return out

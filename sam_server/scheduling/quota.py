@@ -1,0 +1,106 @@
+"""Tenant quotas: `max_pes`, `max_running_jobs`, `max_queued_jobs` (None = no limit).
+
+`can_ever_fit` is the submit-time check (the API's 422): a job that can never run is rejected,
+never left pending. `QuotaLedger` tracks what each tenant holds while a plan is built, so no
+tenant ever exceeds a limit through the plan's own starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sam_server.scheduling import reasons
+from sam_server.scheduling.model import Job, JobId, Quota, Reason, TenantState, Wafer
+
+
+def can_ever_fit(
+    rows: int, cols: int, wafers: Iterable[Wafer | tuple[int, int]], quota: Quota | None
+) -> str | None:
+    """Why a rows x cols job can never run on these wafers under `quota`, or None if it can.
+
+    Offline wafers count (they may come back). The message tells the user what to change.
+    """
+    if rows < 1 or cols < 1:
+        return f"region {rows}x{cols} is empty; ask for at least 1x1 PEs"
+    shapes = [(w.rows, w.cols) if isinstance(w, Wafer) else (w[0], w[1]) for w in wafers]
+    if not shapes:
+        return "the cluster has no wafers; ask an admin to add one"
+    if not any(r >= rows and c >= cols for r, c in shapes):
+        biggest = max(shapes, key=lambda s: s[0] * s[1])
+        return (
+            f"region {rows}x{cols} is larger than every wafer (largest {biggest[0]}x{biggest[1]}); "
+            "ask for a smaller region"
+        )
+    if quota is not None:
+        if quota.max_pes is not None and rows * cols > quota.max_pes:
+            return (
+                f"region {rows}x{cols} = {rows * cols} PEs exceeds the tenant's "
+                f"max_pes={quota.max_pes}; ask for a smaller region or a larger quota"
+            )
+        if quota.max_running_jobs is not None and quota.max_running_jobs < 1:
+            return "the tenant's max_running_jobs is 0; ask an admin to raise it"
+    return None
+
+
+@dataclass
+class QuotaLedger:
+    """PEs and jobs held by each tenant's running jobs, updated as a plan starts jobs."""
+
+    quotas: dict[str, Quota]
+    running_pes: dict[str, int] = field(default_factory=dict)
+    running_jobs: dict[str, int] = field(default_factory=dict)
+    over_queued: set[JobId] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, tenants: Mapping[str, TenantState], jobs: Sequence[Job]) -> QuotaLedger:
+        """The ledger of a snapshot's running jobs, and the jobs over `max_queued_jobs`."""
+        ledger = cls({name: t.quota for name, t in tenants.items()})
+        for job in jobs:
+            if job.state == "running":
+                ledger.add(job)
+        ledger.over_queued = _over_queued(ledger.quotas, jobs)
+        return ledger
+
+    def add(self, job: Job) -> None:
+        """Count `job` as running."""
+        self.running_pes[job.tenant] = self.running_pes.get(job.tenant, 0) + job.pes
+        self.running_jobs[job.tenant] = self.running_jobs.get(job.tenant, 0) + 1
+
+    def remove(self, job: Job) -> None:
+        """Stop counting `job` (it was preempted)."""
+        self.running_pes[job.tenant] = self.running_pes.get(job.tenant, 0) - job.pes
+        self.running_jobs[job.tenant] = self.running_jobs.get(job.tenant, 0) - 1
+
+    def blocks(self, job: Job) -> list[Reason]:
+        """Every quota reason that keeps `job` from starting now (empty: quotas allow it)."""
+        quota = self.quotas.get(job.tenant)
+        found: list[Reason] = []
+        if job.id in self.over_queued and quota is not None and quota.max_queued_jobs is not None:
+            found.append(reasons.quota_max_queued(quota.max_queued_jobs))
+        if quota is None:
+            return found
+        used = self.running_pes.get(job.tenant, 0)
+        if quota.max_pes is not None and used + job.pes > quota.max_pes:
+            found.append(reasons.quota_max_pes(used, job.pes, quota.max_pes))
+        running = self.running_jobs.get(job.tenant, 0)
+        if quota.max_running_jobs is not None and running + 1 > quota.max_running_jobs:
+            found.append(reasons.quota_max_running(running, quota.max_running_jobs))
+        return found
+
+
+def _over_queued(quotas: Mapping[str, Quota], jobs: Sequence[Job]) -> set[JobId]:
+    """Jobs beyond their tenant's `max_queued_jobs`, counting running jobs first, then by age."""
+    by_tenant: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_tenant.setdefault(job.tenant, []).append(job)
+    over: set[JobId] = set()
+    for tenant, tenant_jobs in by_tenant.items():
+        quota = quotas.get(tenant)
+        if quota is None or quota.max_queued_jobs is None:
+            continue
+        ranked = sorted(
+            tenant_jobs, key=lambda j: (j.state != "running", j.submitted_at, j.id)
+        )
+        over.update(j.id for j in ranked[quota.max_queued_jobs :] if j.state != "running")
+    return over

@@ -1,0 +1,90 @@
+"""The earliest start time and a concrete rectangle for a blocked job, from running jobs' limits.
+
+On each wafer the running jobs are assumed to end at their time limits. Adding them back in
+order of decreasing end time to an empty wafer (insert-only, so the MaxRects update applies)
+finds the smallest set of jobs that must end before the shape fits; the start time is the last of
+those ends, and the rectangle is chosen in the free space at that time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sam_server.scheduling.geometry import FreeSpace, Rect, occupy
+from sam_server.scheduling.placement import best_fit_on, first_fit_on
+
+
+@dataclass(frozen=True)
+class TimedRect:
+    """A rectangle (row, col, rows, cols) held until `end` (math.inf: no known end)."""
+
+    rect: Rect
+    end: float
+
+
+@dataclass(frozen=True)
+class EarliestStart:
+    """Where and when a job can start at the earliest: wafer index, top-left, start time."""
+
+    wafer_index: int
+    row: int
+    col: int
+    start: float
+
+
+def _earliest_on(
+    rows: int, cols: int, wafer_rows: int, wafer_cols: int, held: Sequence[TimedRect]
+) -> tuple[float, np.ndarray] | None:
+    """(start time, MERs at that time) of a rows x cols job on one wafer, or None if never."""
+    if rows > wafer_rows or cols > wafer_cols:
+        return None
+    order = sorted(held, key=lambda h: (h.end, h.rect))
+    mers = np.array([[0, 0, wafer_rows, wafer_cols]], dtype=np.int64)
+    start = order[-1].end if order else -math.inf
+    for j in range(len(order) - 1, -1, -1):
+        after = occupy(mers, order[j].rect)
+        fits = ((after[:, 2] - after[:, 0] >= rows) & (after[:, 3] - after[:, 1] >= cols)).any()
+        if not fits:
+            return start, mers
+        mers = after
+        start = order[j - 1].end if j > 0 else -math.inf
+    return start, mers
+
+
+def earliest_start(
+    rows: int,
+    cols: int,
+    wafers: Sequence[tuple[int, int, Sequence[TimedRect]] | None],
+    now: float,
+    placement: str,
+) -> EarliestStart | None:
+    """Earliest (wafer, rectangle, time >= now) for a rows x cols job, or None if it never fits.
+
+    `wafers` lists (rows, cols, held rectangles) per wafer, None for a wafer that is not usable.
+    Ties on time go to the better placement score, then to the lower wafer index.
+    """
+    best: tuple[tuple, EarliestStart] | None = None
+    for i, wafer in enumerate(wafers):
+        if wafer is None:
+            continue
+        found = _earliest_on(rows, cols, wafer[0], wafer[1], wafer[2])
+        if found is None or math.isinf(found[0]) and found[0] > 0:
+            continue
+        start = max(now, found[0])
+        space = FreeSpace(wafer[0], wafer[1], found[1], 0)
+        if placement == "first_fit":
+            spot = first_fit_on(space, rows, cols)
+            score: tuple = (start, i)
+        else:
+            fit = best_fit_on(space, rows, cols)
+            spot = None if fit is None else (fit[1], fit[2])
+            score = (start, *(fit[0] if fit else ()), i)
+        if spot is None:
+            continue
+        if best is None or score < best[0]:
+            best = (score, EarliestStart(i, spot[0], spot[1], start))
+    return None if best is None else best[1]

@@ -1,0 +1,194 @@
+"""Trace replay: a simulated cluster of wafers in simulated time, driven by `policy.plan`.
+
+At every arrival or completion the simulator builds a `Snapshot` and calls the same `plan` the
+live scheduler loop calls, then applies its starts and preemptions. A job holds its rectangle for
+its real run time (the trace's run time); the policy only knows the time limit (the trace's
+requested time, or the run time when unknown). Every trace user becomes a tenant.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from sam_server.scheduling.fairshare import update_usage
+from sam_server.scheduling.geometry import FreeSpace, Rect
+from sam_server.scheduling.model import (
+    CLASS_RANK,
+    Allocation,
+    Job,
+    PolicyConfig,
+    Quota,
+    Snapshot,
+    TenantState,
+    Wafer,
+)
+from sam_server.scheduling.placement import FitIndex
+from sam_server.scheduling.policy import plan
+from sam_server.scheduling.simmetrics import SimResult, summarize
+from sam_server.scheduling.swf import TraceJob, shape_for_pes
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The simulated cluster: `wafers` wafers of rows x cols PEs; a trace processor = K PEs."""
+
+    wafers: int = 1
+    rows: int = 750
+    cols: int = 994
+    pes_per_proc: int = 1
+
+
+@dataclass
+class _Running:
+    job: Job
+    wafer: int
+    alloc: Allocation
+    end: float
+
+
+@dataclass
+class _State:
+    """The simulated cluster's mutable state (local to one replay)."""
+
+    spec: ClusterSpec
+    config: PolicyConfig
+    trace: dict[int, TraceJob]
+    pending: dict[int, Job] = field(default_factory=dict)
+    running: dict[int, _Running] = field(default_factory=dict)
+    remaining: dict[int, float] = field(default_factory=dict)
+    first_start: dict[int, float] = field(default_factory=dict)
+    finish: dict[int, float] = field(default_factory=dict)
+    completions: list[tuple[float, int]] = field(default_factory=list)
+    usage: dict[str, float] = field(default_factory=dict)
+    usage_clock: float = 0.0
+    preemptions: int = 0
+    users: tuple[str, ...] = ()
+
+
+def _snapshot(state: _State) -> Snapshot:
+    """The policy's view of the simulated cluster."""
+    allocs: list[list[Allocation]] = [[] for _ in range(state.spec.wafers)]
+    for run in state.running.values():
+        allocs[run.wafer].append(run.alloc)
+    wafers = tuple(
+        Wafer(f"w{i}", state.spec.rows, state.spec.cols, True, tuple(a))
+        for i, a in enumerate(allocs)
+    )
+    tenants = {
+        u: TenantState(Quota(), state.usage.get(u, 0.0), {u: state.usage.get(u, 0.0)})
+        for u in state.users
+    }
+    jobs = tuple(r.job for r in state.running.values()) + tuple(state.pending.values())
+    return Snapshot(wafers, tenants, jobs, 0, state.config)
+
+
+def _charge_usage(state: _State, now: float) -> None:
+    """Decay every tenant's usage to `now` and add the PE-seconds its running jobs held."""
+    dt = now - state.usage_clock
+    if dt <= 0:
+        return
+    held: dict[str, int] = {}
+    for run in state.running.values():
+        held[run.job.tenant] = held.get(run.job.tenant, 0) + run.job.pes
+    for tenant in set(state.usage) | set(held):
+        old = state.usage.get(tenant, 0.0)
+        state.usage[tenant] = update_usage(old, held.get(tenant, 0), dt, state.config.half_life_s)
+    state.usage_clock = now
+
+
+def _apply(state: _State, now: float) -> None:
+    """Run one planning cycle at `now` and apply its preemptions and starts."""
+    decided = plan(_snapshot(state), now)
+    for pre in decided.preemptions:
+        run = state.running.pop(int(pre.job_id))
+        state.remaining[run.job.id] = max(0.0, run.end - now)  # resumes from its checkpoint
+        state.pending[run.job.id] = replace(
+            run.job, state="pending", started_at=None, preempt_count=run.job.preempt_count + 1,
+            last_preempted_at=now, eligible_at=now,
+        )
+        state.preemptions += 1
+    for s in decided.starts:
+        job = state.pending.pop(int(s.job_id))
+        end = now + state.remaining[job.id]
+        alloc = Allocation(job.id, job.tenant, s.row, s.col, s.rows, s.cols)
+        started = replace(job, state="running", started_at=now)
+        state.running[job.id] = _Running(started, int(s.wafer_id[1:]), alloc, end)
+        state.first_start.setdefault(job.id, now)
+        heapq.heappush(state.completions, (end, job.id))
+
+
+def _complete_until(state: _State, now: float) -> None:
+    """End every running job whose end time is at or before `now`."""
+    while state.completions and state.completions[0][0] <= now:
+        end, job_id = heapq.heappop(state.completions)
+        run = state.running.get(job_id)
+        if run is None or run.end != end:
+            continue  # preempted; its new run has its own completion
+        del state.running[job_id]
+        state.finish[job_id] = end
+
+
+def _could_start(state: _State) -> bool:
+    """Whether a cycle now could start or preempt anything (else it is skipped: same result).
+
+    Nothing ended since the last cycle, so free space only shrank: a cycle can only act if some
+    pending job fits the free space now, or outranks a running job by class (preemption).
+    """
+    allocs: list[list[Rect]] = [[] for _ in range(state.spec.wafers)]
+    for run in state.running.values():
+        a = run.alloc
+        allocs[run.wafer].append((a.row, a.col, a.rows, a.cols))
+    index = FitIndex([FreeSpace.of(state.spec.rows, state.spec.cols, a) for a in allocs])
+    if any(index.fits(j.rows, j.cols) for j in state.pending.values()):
+        return True
+    if not state.config.preemption or not state.running:
+        return False
+    lowest = min(CLASS_RANK[r.job.priority_class] for r in state.running.values())
+    return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
+
+
+def _job_of(t: TraceJob, shape: tuple[int, int]) -> Job:
+    return Job(t.id, t.user, t.user, "normal", "pending", t.submit_s, t.submit_s,
+               shape[0], shape[1], t.time_limit_s)
+
+
+def simulate(
+    trace: Sequence[TraceJob], spec: ClusterSpec, config: PolicyConfig, policy_name: str = ""
+) -> SimResult:
+    """Replay `trace` on the cluster `spec` under `config`; metrics of the replayed jobs.
+
+    Jobs whose PE count can never fit a wafer are rejected at submit (as the API does) and
+    counted in `rejected`, not replayed.
+    """
+    state = _State(spec, config, {})
+    arrivals: list[tuple[TraceJob, tuple[int, int]]] = []
+    rejected = 0
+    for t in trace:
+        shape = shape_for_pes(t.procs * spec.pes_per_proc, spec.rows, spec.cols)
+        if shape is None:
+            rejected += 1
+            continue
+        arrivals.append((t, shape))
+        state.trace[t.id] = t
+        state.remaining[t.id] = t.run_s
+    state.users = tuple(sorted({t.user for t in state.trace.values()}))
+    state.usage_clock = arrivals[0][0].submit_s if arrivals else 0.0
+    i = 0
+    while i < len(arrivals) or state.completions:
+        next_arrival = arrivals[i][0].submit_s if i < len(arrivals) else float("inf")
+        next_end = state.completions[0][0] if state.completions else float("inf")
+        now = min(next_arrival, next_end)
+        _charge_usage(state, now)
+        ended = len(state.finish)
+        _complete_until(state, now)
+        while i < len(arrivals) and arrivals[i][0].submit_s <= now:
+            t, shape = arrivals[i]
+            state.pending[t.id] = _job_of(t, shape)
+            i += 1
+        if state.pending and (len(state.finish) > ended or _could_start(state)):
+            _apply(state, now)
+    shapes = {t.id: s for t, s in arrivals}
+    return summarize(state.trace, shapes, state.first_start, state.finish, spec, rejected,
+                     state.preemptions, policy_name)
