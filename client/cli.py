@@ -1,0 +1,134 @@
+"""`sam`, the command line of SAM: the client commands plus the server-side plugins.
+
+Exit status: 0 success, 1 the operation failed (HTTP error, server unreachable, bad job file),
+2 bad usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import EntryPoint
+from typing import Any
+
+import click
+
+from client.commands.admin import admin
+from client.commands.cluster import cluster, whoami
+from client.commands.jobs import cancel, explain, logs, status
+from client.commands.login import login
+from client.commands.queue import queue
+from client.commands.results import metrics, report
+from client.commands.submit import submit
+from client.config import config_file_path
+from client.errors import SamAPIError, SamClientError
+from client.plugins import discover_plugins, load_plugin
+
+CLIENT_COMMANDS: tuple[click.Command, ...] = (
+    submit,
+    queue,
+    status,
+    cancel,
+    logs,
+    explain,
+    metrics,
+    report,
+    cluster,
+    whoami,
+    login,
+    admin,
+)
+
+
+class SamGroup(click.Group):
+    """The `sam` group: client commands, lazily loaded plugins, and user-facing error reports."""
+
+    def __init__(
+        self, *args: Any, find_plugins: Callable[[], dict[str, EntryPoint]], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._find_plugins = find_plugins
+        self._plugins: dict[str, EntryPoint] | None = None
+
+    def _plugin_entry_points(self) -> dict[str, EntryPoint]:
+        if self._plugins is None:
+            self._plugins = self._find_plugins()
+        return self._plugins
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Client commands and plugin names, sorted."""
+        return sorted(set(super().list_commands(ctx)) | set(self._plugin_entry_points()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A client command, or the named plugin, imported now (once)."""
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        entry_point = self._plugin_entry_points().get(cmd_name)
+        if entry_point is None:
+            return None
+        command = load_plugin(cmd_name, entry_point)
+        self.add_command(command, cmd_name)
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; client errors become `error: ...` on stderr and exit status 1."""
+        try:
+            return super().invoke(ctx)
+        except SamAPIError as exc:
+            report_api_error(exc, ctx)
+            ctx.exit(1)
+        except SamClientError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+def report_api_error(exc: SamAPIError, ctx: click.Context) -> None:
+    """Print `error: <title>: <detail>`, each field error, and a hint for auth failures."""
+    click.echo(f"error: {exc.summary()}", err=True)
+    for line in exc.field_messages():
+        if line != exc.detail:  # a single field error is often the detail itself
+            click.echo(f"  {line}", err=True)
+    config = ctx.meta.get("sam.config")
+    if exc.status == 401 and config is not None:
+        if config.token is None:
+            click.echo(
+                "hint: no token configured; pass --token, set SAM_TOKEN, run `sam login`, or "
+                f'put token = "..." in {config_file_path()}',
+                err=True,
+            )
+        else:
+            click.echo(f"hint: the token from {config.token_source} was refused", err=True)
+
+
+def build_cli(find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins) -> click.Group:
+    """A fresh `sam` group; `find_plugins` lists the plugin entry points (tests pass fakes)."""
+
+    @click.group(
+        cls=SamGroup,
+        find_plugins=find_plugins,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+        epilog="Exit status: 0 success, 1 the operation failed, 2 bad usage.",
+    )
+    @click.option(
+        "--url",
+        metavar="URL",
+        help="Server URL (else SAM_URL, else ~/.config/sam/config.toml, else http://127.0.0.1:8000).",
+    )
+    @click.option(
+        "--token", metavar="TOKEN", help="API token (else SAM_TOKEN, else the config file)."
+    )
+    @click.version_option(package_name="sam-scheduler", prog_name="sam")
+    def sam(url: str | None, token: str | None) -> None:
+        """SAM: submit and watch training jobs on shared wafer-scale machines."""
+
+    for command in CLIENT_COMMANDS:
+        sam.add_command(command)
+    return sam
+
+
+cli = build_cli()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `sam` console script."""
+    cli.main(args=argv, prog_name="sam")

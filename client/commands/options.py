@@ -1,0 +1,59 @@
+"""Options shared by the client's subcommands, and the SamClient they configure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from client.config import resolve_config
+from client.output import OUTPUT_FORMATS, dump_data
+from client.sdk import SamClient
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def connection_options(func: F) -> F:
+    """Add `--url` and `--token` to a subcommand (they override the same options on `sam`)."""
+    func = click.option(
+        "--token", metavar="TOKEN", help="API token (else SAM_TOKEN, else the config file)."
+    )(func)
+    func = click.option(
+        "--url", metavar="URL", help="Server URL (else SAM_URL, else the config file)."
+    )(func)
+    return func
+
+
+def output_option(func: F) -> F:
+    """Add `-o/--output table|wide|json|yaml` (json and yaml print the raw API objects)."""
+    return click.option(
+        "-o",
+        "--output",
+        "output",
+        type=click.Choice(OUTPUT_FORMATS),
+        default="table",
+        show_default=True,
+        help="Output format; json and yaml print the API's objects unchanged.",
+    )(func)
+
+
+def open_client(url: str | None = None, token: str | None = None) -> SamClient:
+    """A SamClient for this invocation: subcommand flags, then `sam` flags, env, config file."""
+    ctx = click.get_current_context()
+    root = ctx.find_root().params
+    config = resolve_config(url or root.get("url"), token or root.get("token"))
+    client = SamClient(config.url, config.token)
+    ctx.call_on_close(client.close)
+    ctx.meta["sam.config"] = config
+    return client
+
+
+def echo_data(data: Any, fmt: str) -> None:
+    """Print raw API data on stdout as `json` or `yaml`."""
+    click.echo(dump_data(data, fmt))
+
+
+def echo_message(message: str) -> None:
+    """Print a message for people on stderr."""
+    click.echo(message, err=True)

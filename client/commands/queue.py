@@ -1,0 +1,140 @@
+"""`sam queue`: jobs, squeue style."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from client.commands.options import connection_options, echo_data, open_client, output_option
+from client.errors import SamAPIError
+from client.output import (
+    STATE_CODES,
+    STATE_LEGEND,
+    format_reason,
+    format_region,
+    format_time,
+    job_elapsed,
+    now_utc,
+    parse_time,
+    render_table,
+    state_code,
+)
+from client.sdk import ACTIVE_STATES, SamClient
+
+WAITING_STATES = ("queued", "compiling", "pending")
+
+COLUMNS = ["JOBID", "TENANT", "NAME", "USER", "ST", "TIME", "REGION", "REASON"]
+WIDE_COLUMNS = [*COLUMNS, "PRIORITY", "MODE", "PROGRESS", "SUBMITTED"]
+NAME_WIDTH = 24
+# Display order, as squeue does: what holds the machine first, then what waits, then history.
+STATE_ORDER = {
+    state: rank
+    for rank, state in enumerate(("running", "cancelling", "pending", "compiling", "queued"))
+}
+
+
+def parse_states(values: tuple[str, ...]) -> list[str]:
+    """State names from `--state` values: names or short codes, repeated or comma-separated."""
+    by_code = {code.lower(): state for state, code in STATE_CODES.items()}
+    states = []
+    for value in values:
+        for word in filter(None, (part.strip().lower() for part in value.split(","))):
+            state = word if word in STATE_CODES else by_code.get(word)
+            if state is None:
+                raise click.BadParameter(
+                    f"unknown state {word!r}; use one of {', '.join(STATE_CODES)} or a code ({STATE_LEGEND})",
+                    param_hint="--state",
+                )
+            states.append(state)
+    return states
+
+
+@click.command(epilog=f"ST codes: {STATE_LEGEND}.")
+@click.option("--all", "show_all", is_flag=True, help="Include ended jobs.")
+@click.option(
+    "--state",
+    "-t",
+    "state_values",
+    multiple=True,
+    metavar="S",
+    help="Only jobs in state S (name or code; repeatable or comma-separated).",
+)
+@click.option("--user", "-u", metavar="NAME", help="Only this user's jobs.")
+@click.option("--me", is_flag=True, help="Only my jobs (the token's user).")
+@click.option("--tenant", metavar="NAME", help="Only this tenant's jobs (admins).")
+@click.option("--no-headers", is_flag=True, help="Omit the header line.")
+@output_option
+@connection_options
+def queue(
+    show_all: bool,
+    state_values: tuple[str, ...],
+    user: str | None,
+    me: bool,
+    tenant: str | None,
+    no_headers: bool,
+    output: str,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """List jobs (by default those not yet ended), squeue style."""
+    states = parse_states(state_values) or ([] if show_all else list(ACTIVE_STATES))
+    client = open_client(url, token)
+    if me:
+        user = str(client.whoami()["name"])
+    jobs = list(client.list_jobs(states=states, user=user, tenant=tenant))
+    if output in ("json", "yaml"):
+        echo_data(jobs, output)
+        return
+    jobs = with_scheduler_reasons(client, jobs)
+    jobs.sort(key=_display_key)
+    wide = output == "wide"
+    rows = [job_row(job, wide=wide) for job in jobs]
+    table = render_table(WIDE_COLUMNS if wide else COLUMNS, rows, no_headers=no_headers)
+    if table:
+        click.echo(table)
+
+
+def with_scheduler_reasons(client: SamClient, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Jobs with the scheduler's `reasons` (from /queue) added to those still waiting."""
+    if not any(job.get("state") in WAITING_STATES for job in jobs):
+        return jobs
+    try:
+        reasons = {str(item.get("id")): item.get("reasons") for item in client.queue()}
+    except SamAPIError:
+        return jobs  # the listing stands without them
+    return [{**job, "reasons": reasons.get(str(job.get("id")))} for job in jobs]
+
+
+def _display_key(job: dict[str, Any]) -> tuple[int, float]:
+    created = parse_time(job.get("created_at"))
+    return STATE_ORDER.get(
+        job.get("state", ""), len(STATE_ORDER)
+    ), created.timestamp() if created else 0.0
+
+
+def job_row(job: dict[str, Any], *, wide: bool = False) -> list[Any]:
+    """One squeue-style row for a job (the wide form adds priority, mode, progress, submit time)."""
+    name = str(job.get("name") or "")
+    if not wide and len(name) > NAME_WIDTH:
+        name = name[: NAME_WIDTH - 1] + "~"
+    row: list[Any] = [
+        job.get("id"),
+        job.get("tenant"),
+        name,
+        job.get("user"),
+        state_code(job.get("state")),
+        job_elapsed(job, now_utc()),
+        format_region(job.get("region")),
+        format_reason(job, wide=wide),
+    ]
+    if wide:
+        progress = job.get("progress") or {}
+        step = progress.get("step")
+        row += [
+            job.get("priority"),
+            job.get("mode"),
+            f"{step}/{progress.get('total_steps')}" if step is not None else None,
+            format_time(job.get("created_at")),
+        ]
+    return row

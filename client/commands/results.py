@@ -1,0 +1,98 @@
+"""`sam metrics` and `sam report`: what a job measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from client.commands.options import connection_options, echo_data, open_client, output_option
+from client.output import render_key_values, render_table
+
+METRIC_COLUMNS = ["STEP", "LOSS", "SIM_CYCLES", "SAMPLES/S"]
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N steps.")
+@output_option
+@connection_options
+def metrics(job_id: str, last: int | None, output: str, url: str | None, token: str | None) -> None:
+    """Per-step loss, simulated cycles and throughput of a job."""
+    data = open_client(url, token).metrics(job_id)
+    if output in ("json", "yaml"):
+        echo_data(data, output)
+        return
+    steps = data.get("steps") or []
+    shown = steps[-last:] if last else steps
+    rows = [
+        [s.get("step"), s.get("loss"), s.get("sim_cycles"), s.get("samples_per_sec")] for s in shown
+    ]
+    click.echo(render_table(METRIC_COLUMNS, rows))
+    summary = [(key, value) for key, value in data.items() if key not in ("steps", "job_id")]
+    if summary:
+        click.echo("\n" + render_key_values(summary))
+
+
+@click.command()
+@click.argument("job_id")
+@output_option
+@connection_options
+def report(job_id: str, output: str, url: str | None, token: str | None) -> None:
+    """A job's performance report: throughput, PE utilization and SRAM, compile summary.
+
+    The table view flattens nested fields and summarizes long arrays (heatmaps) by their
+    shape, minimum, mean and maximum; `-o json` gives every value.
+    """
+    data = open_client(url, token).report(job_id)
+    if output in ("json", "yaml"):
+        echo_data(data, output)
+        return
+    click.echo(render_key_values(flatten_for_people(data)))
+
+
+def flatten_for_people(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested dicts as dotted keys; lists of numbers (or of such lists) as a short summary."""
+    if isinstance(data, dict):
+        pairs: list[tuple[str, Any]] = []
+        for key, value in data.items():
+            pairs += flatten_for_people(value, f"{prefix}.{key}" if prefix else str(key))
+        return pairs
+    if isinstance(data, list) and data:
+        numbers = _numbers(data)
+        if numbers is not None:
+            shape = "x".join(str(n) for n in _shape(data))
+            mean = sum(numbers) / len(numbers)
+            return [
+                (
+                    prefix,
+                    f"[{shape}] min {min(numbers):.4g}, mean {mean:.4g}, max {max(numbers):.4g}",
+                )
+            ]
+        if len(data) <= 8:
+            return [
+                pair
+                for i, item in enumerate(data)
+                for pair in flatten_for_people(item, f"{prefix}[{i}]")
+            ]
+        return [(prefix, f"{len(data)} items (see -o json)")]
+    return [(prefix or "value", data)]
+
+
+def _numbers(data: list[Any]) -> list[float] | None:
+    flat: list[float] = []
+    for item in data:
+        if isinstance(item, list):
+            inner = _numbers(item)
+            if inner is None:
+                return None
+            flat += inner
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            flat.append(float(item))
+        else:
+            return None
+    return flat or None
+
+
+def _shape(data: list[Any]) -> list[int]:
+    return [len(data), *(_shape(data[0]) if data and isinstance(data[0], list) else [])]

@@ -1,0 +1,152 @@
+"""Read a `job.yaml` safely and collect the files it names, ready to upload.
+
+The loader is PyYAML's SafeLoader with two refusals: anchors and aliases (an alias bomb, the
+"billion laughs", expands a few hundred bytes into gigabytes) and duplicate keys (the second one
+would silently win, which is a typo that must not pass).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from client.errors import JobSpecError
+
+# The spec fields that name a file uploaded with the job (CONTRACT section 1).
+MAX_FLOW_NESTING = 32
+MAX_JOB_FILE_BYTES = 1 << 20  # the server's default request limit; a spec is a few hundred bytes
+FILE_FIELDS: tuple[tuple[str, str], ...] = (("model", "file"), ("data", "file"))
+
+
+class _NoAliasSafeLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses anchors, aliases and duplicate mapping keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102 - PyYAML hook
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            kind = "alias" if isinstance(event, yaml.AliasEvent) else "anchor"
+            sigil = "*" if kind == "alias" else "&"
+            raise JobSpecError(
+                f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}: "
+                f"YAML {kind} {sigil}{anchor} is not allowed in a job file; "
+                "write the value out in full"
+            )
+        return super().compose_node(parent, index)
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 - PyYAML hook
+        # PyYAML's scanner is quadratic in the depth of nested [ ] / { }: a few kilobytes of
+        # brackets would take minutes, so refuse depth no job spec needs.
+        if self.flow_level >= MAX_FLOW_NESTING:
+            mark = self.get_mark()
+            raise JobSpecError(
+                f"line {mark.line + 1}, column {mark.column + 1}: [ ] and {{ }} are nested more "
+                f"than {MAX_FLOW_NESTING} deep; a job spec needs only a few levels"
+            )
+        super().fetch_flow_collection_start(TokenClass)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue  # unhashable keys are rejected by PyYAML itself
+            if first is not None:
+                raise JobSpecError(
+                    f"line {line}: duplicate key {key!r} (first given on line {first}); "
+                    "keep only one"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_job_yaml(text: str, source: str = "<job file>") -> dict[str, Any]:
+    """Parse job YAML text into a dict; raises JobSpecError naming the line on any problem."""
+    try:
+        data = yaml.load(text, Loader=_NoAliasSafeLoader)  # noqa: S506 - a SafeLoader subclass
+    except JobSpecError as exc:
+        raise JobSpecError(f"{source}: {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise JobSpecError(f"{source}: invalid YAML at {where}{problem}") from None
+    except yaml.YAMLError as exc:
+        raise JobSpecError(f"{source}: invalid YAML: {exc}") from None
+    except RecursionError:
+        raise JobSpecError(f"{source}: the YAML is nested too deeply to be a job file") from None
+    if data is None:
+        raise JobSpecError(f"{source}: the job file is empty; see `sam submit --help`")
+    if not isinstance(data, dict):
+        raise JobSpecError(
+            f"{source}: a job file is a mapping of keys (name:, model:, ...), "
+            f"not a {type(data).__name__}"
+        )
+    return data
+
+
+def collect_files(spec: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read every file the spec names, relative to `base_dir`.
+
+    The server keeps a job's files in one flat folder, so each is uploaded under its base name
+    and the returned copy of the spec names it so (`src/model.py` becomes `model.py`).
+    Returns (spec to send, {upload name: text}).
+    """
+    sent = dict(spec)
+    files: dict[str, str] = {}
+    origins: dict[str, Path] = {}
+    for section, key in FILE_FIELDS:
+        block = spec.get(section)
+        name = block.get(key) if isinstance(block, dict) else None
+        if not isinstance(block, dict) or not isinstance(name, str) or not name:
+            continue  # absent or mistyped: the server's validation names the field
+        path = (base_dir / name).resolve()
+        upload_name = path.name
+        if upload_name in origins and origins[upload_name] != path:
+            raise JobSpecError(
+                f"{section}.{key}: {name} and {origins[upload_name]} share the name "
+                f"{upload_name!r}; jobs upload files into one folder, so rename one"
+            )
+        files[upload_name] = _read_text(path, f"{section}.{key}")
+        origins[upload_name] = path
+        sent[section] = {**block, key: upload_name}
+    return sent, files
+
+
+def _read_text(path: Path, field: str) -> str:
+    if not path.is_file():
+        raise JobSpecError(
+            f"{field}: file not found: {path} (paths in a job file are relative to the "
+            "job file's folder)"
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise JobSpecError(
+            f"{field}: {path} is not UTF-8 text; only text files are uploaded"
+        ) from None
+    except OSError as exc:
+        raise JobSpecError(f"{field}: cannot read {path}: {exc.strerror}") from None
+
+
+def load_job_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read `path` as a job file: returns (spec to send, {file name: text} to upload)."""
+    size = path.stat().st_size
+    if size > MAX_JOB_FILE_BYTES:
+        raise JobSpecError(
+            f"{path}: {size / 2**20:.1f} MiB is far too big for a job file; a job file is a "
+            "short YAML spec and names the files to upload"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise JobSpecError(f"{path}: not UTF-8 text; a job file is YAML") from None
+    except OSError as exc:
+        raise JobSpecError(f"{path}: cannot read the job file: {exc.strerror}") from None
+    spec = parse_job_yaml(text, source=str(path))
+    return collect_files(spec, path.resolve().parent)

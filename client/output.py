@@ -1,0 +1,176 @@
+"""Rendering API objects for people (tables, key/value views) and machines (JSON, YAML)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
+
+# Slurm-style short state codes (squeue's ST column).
+STATE_CODES = {
+    "queued": "Q",
+    "compiling": "CG",
+    "pending": "PD",
+    "running": "R",
+    "cancelling": "CL",
+    "succeeded": "CD",
+    "failed": "F",
+    "cancelled": "CA",
+}
+REASON_WIDTH = 32
+STATE_LEGEND = ", ".join(f"{code}={state}" for state, code in STATE_CODES.items())
+
+
+def dump_data(data: Any, fmt: str) -> str:
+    """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`)."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=False, default=str)
+    return yaml.safe_dump(
+        data, sort_keys=False, default_flow_style=False, allow_unicode=True
+    ).rstrip("\n")
+
+
+def render_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, no_headers: bool = False
+) -> str:
+    """Left-aligned columns separated by two spaces (kubectl style); None renders as `-`."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    lines = cells if no_headers else [list(headers), *cells]
+    if not lines:
+        return ""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def render_key_values(pairs: Sequence[tuple[str, Any]]) -> str:
+    """A `Key: value` view with aligned values (like `scontrol show job`)."""
+    width = max((len(key) for key, _ in pairs), default=0)
+    return "\n".join(f"{key + ':':<{width + 1}} {_cell(value)}" for key, value in pairs)
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def state_code(state: str | None) -> str:
+    """The short code for a job state (`pending` -> `PD`), or the word for an unknown state."""
+    if not state:
+        return "-"
+    return STATE_CODES.get(state, state)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 time from the API as an aware datetime (naive times are taken as UTC)."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def format_duration(seconds: float) -> str:
+    """squeue's TIME format: `M:SS`, `H:MM:SS` or `D-HH:MM:SS`."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def job_elapsed(job: dict[str, Any], now: datetime) -> str:
+    """Run time of a started job (to its end or now), else time waited since submission."""
+    started, finished = parse_time(job.get("started_at")), parse_time(job.get("finished_at"))
+    created = parse_time(job.get("created_at"))
+    begin = started or created
+    if begin is None:
+        return "-"
+    return format_duration(((finished or now) - begin).total_seconds())
+
+
+def format_region(region: dict[str, Any] | None) -> str:
+    """`wafer:row,col+ROWSxCOLS`, or `-` for no region."""
+    if not region:
+        return "-"
+    where = f"{region.get('row')},{region.get('col')}+{region.get('rows')}x{region.get('cols')}"
+    return f"{region['wafer']}:{where}" if region.get("wafer") else where
+
+
+def format_reason(job: dict[str, Any], *, wide: bool = False) -> str:
+    """squeue's NODELIST(REASON) idea, in parentheses: why a job waits, or how it ended.
+
+    Uses, first found: the scheduler's `reasons` (from /queue; the first code, or every
+    message when wide), the error (its kind, or kind and message when wide), the `reason` of
+    the job's last state change. A running job's place is its REGION, so it shows `-`.
+    """
+    text = _reason_text(job, wide)
+    if not text:
+        return "-"
+    if not wide and len(text) > REASON_WIDTH:
+        text = text[: REASON_WIDTH - 1] + "~"
+    return f"({text})"
+
+
+def _reason_text(job: dict[str, Any], wide: bool) -> str:
+    reasons = job.get("reasons")
+    if isinstance(reasons, list) and reasons and isinstance(reasons[0], dict):
+        if wide:
+            return "; ".join(str(r.get("message") or r.get("code")) for r in reasons)
+        return str(reasons[0].get("code") or reasons[0].get("message"))
+    error = job.get("error")
+    if isinstance(error, dict) and error:
+        return f"{error.get('kind')}: {error.get('message')}" if wide else str(error.get("kind"))
+    if job.get("state") == "running":
+        return ""
+    reason = job.get("reason")
+    if isinstance(reason, dict):
+        reason = reason.get("message") if wide else reason.get("code") or reason.get("message")
+    return str(reason or "")
+
+
+def format_progress(progress: dict[str, Any] | None) -> str | None:
+    """`step 5/100, loss 1.25`, or None before the first step."""
+    if not progress or progress.get("step") is None:
+        return None
+    text = f"step {progress.get('step')}/{progress.get('total_steps')}"
+    loss = progress.get("loss")
+    return text + (f", loss {loss:.6g}" if isinstance(loss, int | float) else "")
+
+
+def format_time(value: Any, now: datetime | None = None) -> str:
+    """An API time for people: `YYYY-MM-DD HH:MM:SS` UTC, plus `(in 5:00)` / `(3:00 ago)`."""
+    moment = parse_time(value)
+    if moment is None:
+        return "-"
+    text = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if now is not None:
+        delta = (moment - now).total_seconds()
+        text += (
+            f" (in {format_duration(delta)})" if delta >= 0 else f" ({format_duration(-delta)} ago)"
+        )
+    return text
+
+
+def now_utc() -> datetime:
+    """The current time, aware, in UTC."""
+    return datetime.now(UTC)

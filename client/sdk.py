@@ -1,0 +1,297 @@
+"""A small Python SDK over SAM's REST API (CONTRACT section 2); the `sam` CLI is built on it.
+
+    from client.sdk import SamClient
+    with SamClient("http://127.0.0.1:8000", token) as sam:
+        job = sam.submit_job(spec, {"model.py": source})
+        final = sam.wait_for_job(job["id"])
+
+Every failed call raises `client.errors.SamAPIError` (the server's problem+json) or
+`client.errors.SamConnectionError` (the server could not be reached).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import httpx
+
+from client.config import DEFAULT_URL
+from client.errors import SamAPIError, SamConnectionError
+from client.sse import ServerSentEvent, parse_sse
+
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+ACTIVE_STATES = ("queued", "compiling", "pending", "running", "cancelling")
+API_PREFIX = "/api/v1"
+
+
+class SamClient:
+    """A connection to one SAM server as one principal (its bearer token)."""
+
+    retry_delay_s = 0.5  # pause before the single retry of a failed connection
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """Connect lazily to `url` (with or without the `/api/v1` suffix) using `token`."""
+        base = url.rstrip("/")
+        base = base[: -len(API_PREFIX)] if base.endswith(API_PREFIX) else base
+        self.url = base
+        headers = {"User-Agent": "sam-client/0.1", "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=base + API_PREFIX,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            transport=transport,
+            # A plain-http URL never negotiates TLS (redirects are not followed), so skip
+            # loading the CA bundle: it costs 0.1-0.3 s on every command.
+            verify=base.startswith("https://"),
+        )
+
+    def close(self) -> None:
+        """Close the underlying connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> SamClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------------------------
+
+    def _send(
+        self, method: str, path: str, *, resend_after_reply: bool = True, **kwargs: Any
+    ) -> httpx.Response:
+        """Send once, and once more after a transport failure.
+
+        `resend_after_reply=False` retries only when the request surely never reached the
+        server (connect failures), for calls that are not idempotent.
+        """
+        for attempt in (1, 2):
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                retryable = resend_after_reply or isinstance(
+                    exc, httpx.ConnectError | httpx.ConnectTimeout
+                )
+                if attempt == 2 or not retryable:
+                    raise SamConnectionError(self.url, _reason(exc)) from exc
+                time.sleep(self.retry_delay_s)
+                continue
+            if response.is_error:
+                raise problem_from_response(response)
+            return response
+        raise AssertionError("unreachable")
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        try:
+            return response.json()
+        except ValueError:
+            raise SamAPIError(
+                response.status_code,
+                "Unexpected response",
+                f"{response.request.url} did not answer with JSON; is {self.url} a SAM server?",
+            ) from None
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def submit_job(
+        self,
+        spec: dict[str, Any],
+        files: dict[str, str] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Create a job; a retry with the same `idempotency_key` returns the same job."""
+        key = idempotency_key or uuid.uuid4().hex
+        body = {"spec": spec, "files": files or {}}
+        return self._json("POST", "/jobs", json=body, headers={"Idempotency-Key": key})
+
+    def validate_job(
+        self, spec: dict[str, Any], files: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Validate without creating: `{valid, spec (normalized), region: {rows, cols}}`."""
+        body = {"spec": spec, "files": files or {}}
+        return self._json("POST", "/jobs", params={"dry_run": "true"}, json=body)
+
+    def list_jobs_page(
+        self,
+        *,
+        states: Iterable[str] = (),
+        user: str | None = None,
+        tenant: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of jobs, newest first: `{items, next_cursor}`."""
+        params: list[tuple[str, str]] = [("state", s) for s in states]
+        for name, value in (
+            ("user", user),
+            ("tenant", tenant),
+            ("limit", limit),
+            ("cursor", cursor),
+        ):
+            if value is not None:
+                params.append((name, str(value)))
+        return self._json("GET", "/jobs", params=params)
+
+    def list_jobs(
+        self,
+        *,
+        states: Iterable[str] = (),
+        user: str | None = None,
+        tenant: str | None = None,
+        page_size: int = 200,
+    ) -> Iterator[dict[str, Any]]:
+        """Every matching job, newest first, following `next_cursor` page by page."""
+        states = list(states)
+        cursor: str | None = None
+        while True:
+            page = self.list_jobs_page(
+                states=states, user=user, tenant=tenant, limit=page_size, cursor=cursor
+            )
+            yield from page.get("items", [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """The job object."""
+        return self._json("GET", f"/jobs/{job_id}")
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        """Ask for cancellation; the job comes back `cancelling` or `cancelled`."""
+        # Not resent after a lost reply: a second cancel of a job that has just ended is a 409.
+        return self._json("POST", f"/jobs/{job_id}/cancel", resend_after_reply=False)
+
+    def logs(self, job_id: str) -> str:
+        """The job's log so far, as text."""
+        return self._send("GET", f"/jobs/{job_id}/logs", headers={"Accept": "text/plain"}).text
+
+    def follow_logs(self, job_id: str) -> Iterator[ServerSentEvent]:
+        """Stream the job's log live: `log` events (one line each), then one `end` event.
+
+        A server that answers with plain text instead of a stream yields each line as a `log`
+        event and no `end` event.
+        """
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        timeout = httpx.Timeout(10.0, read=None)  # a quiet job must not time the stream out
+        try:
+            with self._http.stream(
+                "GET", f"/jobs/{job_id}/logs", headers=headers, timeout=timeout
+            ) as response:
+                if response.is_error:
+                    response.read()
+                    raise problem_from_response(response)
+                if response.headers.get("content-type", "").startswith("text/event-stream"):
+                    yield from parse_sse(response.iter_lines())
+                else:
+                    for line in response.iter_lines():
+                        yield ServerSentEvent("log", line)
+        except httpx.TransportError as exc:
+            raise SamConnectionError(self.url, _reason(exc)) from exc
+
+    def metrics(self, job_id: str) -> dict[str, Any]:
+        """Per-step training metrics: `{steps: [{step, loss, sim_cycles, samples_per_sec}], ...}`."""
+        return self._json("GET", f"/jobs/{job_id}/metrics")
+
+    def explain(self, job_id: str) -> dict[str, Any]:
+        """Why the job is not running: `{state, reasons: [{code, message}], position, eta}`."""
+        return self._json("GET", f"/jobs/{job_id}/explain")
+
+    def report(self, job_id: str) -> dict[str, Any]:
+        """The job's performance report."""
+        return self._json("GET", f"/jobs/{job_id}/report")
+
+    def wait_for_job(
+        self,
+        job_id: str,
+        *,
+        poll_interval_s: float = 1.0,
+        on_update: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Poll until the job ends; `on_update` sees every polled job. Returns the final job."""
+        while True:
+            job = self.get_job(job_id)
+            if on_update is not None:
+                on_update(job)
+            if job.get("state") in TERMINAL_STATES:
+                return job
+            time.sleep(poll_interval_s)
+
+    # -- cluster, queue, identity ----------------------------------------------------------
+
+    def queue(self) -> list[dict[str, Any]]:
+        """Jobs not yet running, in scheduling order, with position, priority, reasons and eta."""
+        return list(self._json("GET", "/queue").get("items", []))
+
+    def cluster(self) -> dict[str, Any]:
+        """`{wafers: [...], compile_servers: [...]}`."""
+        return self._json("GET", "/cluster")
+
+    def whoami(self) -> dict[str, Any]:
+        """The calling principal: `{name, tenant, role}`."""
+        return self._json("GET", "/whoami")
+
+    # -- tenants and users (admin) ---------------------------------------------------------
+
+    def create_tenant(self, name: str, quota: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Create a tenant with a quota (omitted fields: no limit)."""
+        body = {"name": name, "quota": quota or {}}
+        return self._json("POST", "/tenants", json=body, resend_after_reply=False)
+
+    def list_tenants(self) -> list[dict[str, Any]]:
+        """Every tenant the principal may see, each with `quota` and `usage`."""
+        data = self._json("GET", "/tenants")
+        return list(data.get("items", []) if isinstance(data, dict) else data)
+
+    def get_tenant(self, name: str) -> dict[str, Any]:
+        """One tenant with its `quota` and current `usage`."""
+        return self._json("GET", f"/tenants/{name}")
+
+    def set_quota(self, name: str, quota: dict[str, Any]) -> dict[str, Any]:
+        """Replace a tenant's quota; returns the tenant."""
+        return self._json("PUT", f"/tenants/{name}/quota", json=quota)
+
+    def create_user(self, tenant: str, name: str, role: str = "user") -> dict[str, Any]:
+        """Create a user: `{name, tenant, role, token}`; the token is shown only this once."""
+        body = {"name": name, "role": role}
+        return self._json("POST", f"/tenants/{tenant}/users", json=body, resend_after_reply=False)
+
+
+def problem_from_response(response: httpx.Response) -> SamAPIError:
+    """Turn an error response (RFC 9457 problem+json, or anything else) into a SamAPIError."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        text = response.text.strip()[:500]
+        return SamAPIError(response.status_code, response.reason_phrase or "HTTP error", text)
+    detail = body.get("detail", "")
+    errors = body.get("errors")
+    if isinstance(detail, list):  # FastAPI's default validation error shape
+        errors, detail = errors or detail, "the request is invalid"
+    return SamAPIError(
+        status=int(body.get("status") or response.status_code),
+        title=str(body.get("title") or response.reason_phrase or "HTTP error"),
+        detail=str(detail or ""),
+        errors=errors if isinstance(errors, list) else None,
+        type=str(body.get("type") or "about:blank"),
+    )
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    text = str(exc).strip()
+    return text or type(exc).__name__

@@ -1,0 +1,281 @@
+"""An in-memory SAM API (CONTRACT section 2) behind httpx.MockTransport, for client unit tests.
+
+It implements the same interface as the real server, small: enough state for the CLI's calls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+ADMIN_TOKEN = "admin-secret"
+USER_TOKEN = "alice-secret"
+
+
+def problem(
+    status: int, title: str, detail: str, errors: list[dict[str, str]] | None = None
+) -> httpx.Response:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors:
+        body["errors"] = errors
+    return httpx.Response(status, json=body, headers={"content-type": "application/problem+json"})
+
+
+@dataclass
+class FakeSam:
+    """State of the fake server plus a log of the requests it saw."""
+
+    principals: dict[str, dict[str, str]] = field(
+        default_factory=lambda: {
+            ADMIN_TOKEN: {"name": "admin", "tenant": "system", "role": "admin"},
+            USER_TOKEN: {"name": "alice", "tenant": "acme", "role": "user"},
+        }
+    )
+    jobs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    log_lines: dict[int, list[str]] = field(default_factory=dict)
+    final_state: dict[int, str] = field(default_factory=dict)
+    idempotency: dict[str, int] = field(default_factory=dict)
+    requests: list[httpx.Request] = field(default_factory=list)
+    tenants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    queue_reasons: dict[int, list[dict[str, str]]] = field(default_factory=dict)
+    explain_priority: dict[str, Any] | None = None  # the real server puts the breakdown here
+    fail_next_connects: int = 0
+    sse_supported: bool = True
+    page_size_cap: int = 500
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def add_job(self, **fields: Any) -> dict[str, Any]:
+        job_id = len(self.jobs) + 1
+        job = {
+            "id": job_id,
+            "name": f"job-{job_id}",
+            "tenant": "acme",
+            "user": "alice",
+            "state": "queued",
+            "priority": "normal",
+            "mode": "train",
+            "created_at": "2026-01-01T00:00:00Z",
+            "started_at": None,
+            "finished_at": None,
+            "attempts": 0,
+            "reason": None,
+            "region": None,
+            "progress": {"step": None, "total_steps": 100, "loss": None},
+            "error": None,
+            "compile": None,
+        }
+        job.update(fields)
+        self.jobs[job_id] = job
+        return job
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if self.fail_next_connects > 0:
+            self.fail_next_connects -= 1
+            raise httpx.ConnectError("connection refused", request=request)
+        me = self.principals.get(request.headers.get("authorization", "").removeprefix("Bearer "))
+        if me is None:
+            return problem(401, "Unauthorized", "a valid bearer token is required")
+        parts = request.url.path.removeprefix("/api/v1/").strip("/").split("/")
+        route = getattr(self, f"_{request.method.lower()}_{parts[0]}", None)
+        if route is None:
+            return problem(404, "Not Found", f"no route {request.url.path}")
+        return route(request, me, parts[1:])
+
+    def _visible_job(self, me: dict[str, str], job_id: str) -> dict[str, Any] | None:
+        job = self.jobs.get(int(job_id)) if job_id.isdigit() else None
+        if job is None or (me["role"] != "admin" and job["tenant"] != me["tenant"]):
+            return None
+        return job
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def _post_jobs(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        if rest:
+            job = self._visible_job(me, rest[0])
+            if job is None:
+                return problem(404, "Not Found", f"job {rest[0]} not found")
+            if job["state"] in TERMINAL:
+                return problem(409, "Conflict", f"job {rest[0]} already {job['state']}")
+            job["state"] = "cancelling" if job["state"] == "running" else "cancelled"
+            return httpx.Response(202, json=job)
+        body = json.loads(request.content)
+        spec, files = body["spec"], body.get("files", {})
+        model_file = (spec.get("model") or {}).get("file")
+        if "name" not in spec or (model_file and model_file not in files):
+            errors = [{"field": "name", "message": "field required"}] if "name" not in spec else []
+            if model_file and model_file not in files:
+                errors.append({"field": "model.file", "message": f"{model_file} was not uploaded"})
+            return problem(422, "Invalid job spec", "the job spec has errors", errors)
+        if request.url.params.get("dry_run") == "true":
+            normalized = {"priority": "normal", "mode": "train", **spec}
+            return httpx.Response(
+                200, json={"valid": True, "spec": normalized, "region": {"rows": 64, "cols": 64}}
+            )
+        key = request.headers.get("idempotency-key")
+        if key in self.idempotency:
+            return httpx.Response(200, json=self.jobs[self.idempotency[key]])
+        job = self.add_job(name=spec["name"], tenant=me["tenant"], user=me["name"])
+        if key:
+            self.idempotency[key] = job["id"]
+        return httpx.Response(201, json=job, headers={"Location": f"/api/v1/jobs/{job['id']}"})
+
+    def _get_jobs(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        if rest:
+            return self._job_resource(request, me, rest)
+        params = request.url.params
+        states = params.get_list("state")
+        items = [
+            j
+            for j in sorted(self.jobs.values(), key=lambda j: -j["id"])
+            if (me["role"] == "admin" or j["tenant"] == me["tenant"])
+            and (not states or j["state"] in states)
+            and (not params.get("user") or j["user"] == params["user"])
+        ]
+        limit = min(int(params.get("limit", 50)), self.page_size_cap)
+        start = int(params.get("cursor") or 0)
+        page = items[start : start + limit]
+        more = start + limit < len(items)
+        return httpx.Response(
+            200, json={"items": page, "next_cursor": str(start + limit) if more else None}
+        )
+
+    def _job_resource(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        job = self._visible_job(me, rest[0])
+        if job is None:
+            return problem(404, "Not Found", f"job {rest[0]} not found")
+        sub = rest[1] if len(rest) > 1 else ""
+        if sub == "":
+            return httpx.Response(200, json=job)
+        if sub == "logs":
+            return self._logs(request, job)
+        if sub == "explain":
+            return httpx.Response(
+                200,
+                json={
+                    "state": job["state"],
+                    "position": 2,
+                    "eta": "2026-01-01T01:00:00Z",
+                    "reasons": [
+                        {"code": "Resources", "message": "no wafer has a free 64x64 region"},
+                        {"code": "QuotaPEs", "message": "tenant acme holds 4096 of 4096 PEs"},
+                    ],
+                    **({"priority": self.explain_priority} if self.explain_priority else {}),
+                },
+            )
+        if sub == "metrics":
+            steps = [
+                {"step": k, "loss": 2.0 - 0.5 * k, "sim_cycles": 1000 + k, "samples_per_sec": 5e4}
+                for k in range(3)
+            ]
+            return httpx.Response(
+                200, json={"job_id": job["id"], "steps": steps, "total_steps": 3, "final_loss": 1.0}
+            )
+        if sub == "report":
+            run = {
+                "samples_per_sec": 5e4,
+                "utilization": [[0.5, 1.0], [0.0, 0.5]],
+                "sram_bytes": [100, 300],
+            }
+            return httpx.Response(
+                200,
+                json={
+                    "job_id": job["id"],
+                    "state": job["state"],
+                    "compile": {"seconds": 1.5},
+                    "run": run,
+                },
+            )
+        return problem(404, "Not Found", f"no route {request.url.path}")
+
+    def _logs(self, request: httpx.Request, job: dict[str, Any]) -> httpx.Response:
+        lines = self.log_lines.get(job["id"], [])
+        if "text/event-stream" not in request.headers.get("accept", "") or not self.sse_supported:
+            return httpx.Response(200, text="".join(f"{line}\n" for line in lines))
+        final = self.final_state.get(job["id"], job["state"])
+        job["state"] = final
+        events = "".join(f"event: log\ndata: {line}\n\n" for line in lines)
+        events += ": keep-alive\n\n" + f"event: end\ndata: {json.dumps({'state': final})}\n\n"
+        return httpx.Response(200, text=events, headers={"content-type": "text/event-stream"})
+
+    # -- queue, cluster, identity, tenants -----------------------------------------------
+
+    def _get_queue(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        waiting = [
+            j for j in self.jobs.values() if j["state"] in ("queued", "compiling", "pending")
+        ]
+        items = [
+            {
+                **j,
+                "position": n + 1,
+                "priority": {"total": 1.5, "factors": {"age": 0.5, "class": 1.0}},
+                "reasons": self.queue_reasons.get(j["id"], []),
+                "eta": None,
+            }
+            for n, j in enumerate(waiting)
+        ]
+        return httpx.Response(200, json={"items": items})
+
+    def _get_cluster(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        wafer = {
+            "id": "small-0",
+            "arch": "wse2",
+            "rows": 64,
+            "cols": 64,
+            "state": "up",
+            "free_pes": 64 * 64 - 32 * 64,
+            "allocations": [
+                {"job_id": 1, "tenant": "acme", "row": 0, "col": 0, "rows": 32, "cols": 64}
+            ],
+        }
+        return httpx.Response(
+            200, json={"wafers": [wafer], "compile_servers": [{"id": "c0", "busy": 0}]}
+        )
+
+    def _get_whoami(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        return httpx.Response(200, json=me)
+
+    def _post_tenants(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        if me["role"] != "admin":
+            return problem(403, "Forbidden", "admin only")
+        body = json.loads(request.content)
+        if rest:  # POST /tenants/{name}/users
+            token = f"tok-{body['name']}"
+            self.principals[token] = {"name": body["name"], "tenant": rest[0], "role": body["role"]}
+            return httpx.Response(201, json={**self.principals[token], "token": token})
+        if body["name"] in self.tenants:
+            return problem(409, "Conflict", f"tenant {body['name']} exists")
+        self.tenants[body["name"]] = {
+            "name": body["name"],
+            "quota": body["quota"],
+            "usage": {"pes": 0},
+        }
+        return httpx.Response(201, json=self.tenants[body["name"]])
