@@ -85,7 +85,6 @@ def run_on_wafer(job_id: str, attempt: int) -> str:
 def _train(claim: lifecycle.Claim, settings: Settings, wafer: Any, owner: str,
            lease: LeaseKeeper) -> tuple[str, tuple[str, str] | None, dict[str, Any] | None]:
     import compiler
-    from wse_sim import runtime
 
     url = settings.resolved_database_url
     ckpt_dir = (settings.data_dir / "checkpoints" / claim.job_id).resolve()

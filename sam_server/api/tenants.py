@@ -5,7 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from sam_server.api.deps import PrincipalDep, SessionDep
-from sam_server.schemas.tenants import Quota, TenantCreate, TenantRead, UserCreate, UserCreated, WhoAmI
+from sam_server.schemas.tenants import (
+    Quota,
+    TenantCreate,
+    TenantRead,
+    UserCreate,
+    UserCreated,
+    WhoAmI,
+)
 from sam_server.services import tenants as svc
 from sam_server.services.auth import require_admin
 

@@ -44,9 +44,9 @@ def apply_plan(session: Session, plan: Plan, jobs: dict[str, Job], *, dispatch_t
             session.add(JobLog(job_id=job.id, level="WARN",
                                line=f"preempted for job {pre.for_job_id}: {pre.reason}; checkpointing"))
     for job_id, info in plan.waiting.items():
-        job = jobs.get(str(job_id))
-        if job is not None and job.state in ("queued", "compiling", "pending"):
-            _explain(job, info)
+        waiting = jobs.get(str(job_id))
+        if waiting is not None and waiting.state in ("queued", "compiling", "pending"):
+            _explain(waiting, info)
     return sent
 
 

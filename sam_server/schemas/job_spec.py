@@ -195,9 +195,7 @@ class JobSpec(_Strict):
         d = self.data
         if d.source == "synthetic":
             if d.task is None:
-                d.task = {"gpt": "language_model", "cnn": "classification"}.get(
-                    self.model.builtin or "", "classification"
-                )
+                d.task = "language_model" if self.model.builtin == "gpt" else "classification"
             if d.input_shape is None:
                 d.input_shape = {
                     "cnn": [1, 28, 28],

@@ -84,6 +84,12 @@ class DryRun(BaseModel):
     region: dict[str, int]
 
 
+def iso(value: datetime | None) -> str | None:
+    """An RFC 3339 UTC timestamp (`...Z`), or None."""
+    value = as_utc(value)
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
 def job_view(job: Job) -> dict[str, Any]:
     """The API object of `job` (a plain dict: cheap to build for every listing)."""
     region = None
@@ -111,9 +117,9 @@ def job_view(job: Job) -> dict[str, Any]:
         "state": job.state,
         "priority": job.priority,
         "mode": job.mode,
-        "created_at": as_utc(job.created_at),
-        "started_at": as_utc(job.started_at),
-        "finished_at": as_utc(job.finished_at),
+        "created_at": iso(job.created_at),
+        "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at),
         "attempts": job.attempts,
         "reason": job.reason,
         "region": region,

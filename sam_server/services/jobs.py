@@ -23,9 +23,9 @@ from sam_server.errors import (
     NeverFits,
     QuotaExceeded,
 )
+from sam_server.scheduling import Quota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
 from sam_server.schemas.safe_yaml import load_spec_yaml
-from sam_server.scheduling import Quota, can_ever_fit
 from sam_server.services.auth import Principal, tenant_of
 from sam_server.services.spec_check import check_files, parse_spec
 from sam_server.services.transitions import TERMINAL, JobState, transition
@@ -78,7 +78,7 @@ _WAFER_CACHE: dict[str, tuple[float, list[tuple[int, int]]]] = {}
 def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int]]:
     """(rows, cols) of every registered wafer; cached briefly, since wafers change rarely and
     every submit needs them."""
-    key = str(session.get_bind().url)
+    key = str(session.get_bind().engine.url)
     now = time.monotonic()
     cached = _WAFER_CACHE.get(key)
     if cached is None or now - cached[0] > ttl_s:
@@ -115,7 +115,12 @@ def submit_job(
     check_can_ever_run(session, tenant, parsed)
     _check_queued_quota(session, tenant)
     job = _new_job(principal, tenant, parsed, files, idempotency_key, digest)
+    # Both are already in this session (authentication loaded them): no lazy loads later.
+    user = session.get(User, principal.user_id)
+    assert user is not None
+    job.tenant, job.user = tenant, user
     session.add(job)
+    session.flush()  # the job row first: the event refers to it
     session.add(JobEvent(job_id=job.id, from_state=None, to_state="queued",
                          reason=f"submitted by {principal.name}"))
     session.flush()

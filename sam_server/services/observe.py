@@ -12,7 +12,7 @@ from sam_server.db.models import CompileServer, Job, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.schemas.jobs import job_view
 from sam_server.services.auth import Principal
-from sam_server.services.transitions import JobState
+from sam_server.services.transitions import TERMINAL, JobState
 
 WAITING = (JobState.QUEUED.value, JobState.COMPILING.value, JobState.PENDING.value)
 
@@ -57,7 +57,7 @@ def explain(job: Job) -> dict[str, Any]:
     reasons = data.get("reasons") or []
     if job.state in (JobState.RUNNING.value, JobState.CANCELLING.value):
         reasons = []
-    elif job.state in (s.value for s in JobState if s.value in ("succeeded", "failed", "cancelled")):
+    elif job.state in TERMINAL:
         reasons = [{"code": "Ended", "message": f"the job {job.state}"}]
     elif not reasons:
         reasons = [{"code": "NotYetPlanned", "message": "the scheduler has not looked at it yet"}]
@@ -120,7 +120,7 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
                     "cols": job.region_cols,
                 }
             )
-        used = sum(a["rows"] * a["cols"] for a in allocs)
+        used = sum(int(a["rows"] or 0) * int(a["cols"] or 0) for a in allocs)
         online = wafer_online(wafer, stale_s=stale_s)
         out.append(
             {

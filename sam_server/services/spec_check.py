@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from sam_server.errors import InvalidSpec
 from sam_server.schemas.job_spec import JobSpec
 
+
 def safe_file_name(name: str) -> bool:
     """A relative path inside the job's directory: no absolute paths, `..`, backslashes or NULs."""
     if not name or len(name) > 255 or "\\" in name or "\x00" in name or name.startswith("/"):
@@ -49,9 +50,9 @@ def check_files(spec: JobSpec, files: dict[str, str]) -> None:
             errors.append({"field": f"files.{name}",
                            "message": "file names must be plain relative paths (no '..' or '/' at the start)"})
     wanted = {"spec.model.file": spec.model.file, "spec.data.file": spec.data.file}
-    for field, name in wanted.items():
-        if name and name not in files:
-            errors.append({"field": field, "message": f"{name!r} was not uploaded with the job"})
+    for field, wanted_name in wanted.items():
+        if wanted_name and wanted_name not in files:
+            errors.append({"field": field, "message": f"{wanted_name!r} was not uploaded with the job"})
     if not errors:
         errors += _check_python(spec, files)
     if errors:
@@ -74,7 +75,7 @@ def _check_python(spec: JobSpec, files: dict[str, str]) -> list[dict[str, str]]:
         except SyntaxError as exc:
             errors.append({"field": f"files.{fname}", "message": f"line {exc.lineno}: {exc.msg}"})
             continue
-        names = {n.name for n in tree.body if isinstance(n, kind)}
+        names = {getattr(n, "name", "") for n in tree.body if isinstance(n, kind)}
         if symbol not in names:
             what = "class" if kind is ast.ClassDef else "function"
             errors.append({"field": field, "message": f"{fname} defines no top-level {what} {symbol!r}"})

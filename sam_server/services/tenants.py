@@ -62,7 +62,7 @@ def tenant_usage(session: Session, tenant: Tenant) -> Usage:
     ).all()
     n_running = sum(n for state, n, _ in rows if state in running)
     n_queued = sum(n for state, n, _ in rows if state not in running)
-    pes = sum(int(p) for state, _, p in rows if state in running)
+    pes = sum(int(p or 0) for state, _, p in rows if state in running)
     return Usage(running_jobs=n_running, queued_jobs=n_queued, pes=pes, pe_seconds=tenant.usage_pe_s)
 
 
