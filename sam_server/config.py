@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     lease_s: float = 30.0
     heartbeat_s: float = 5.0
     max_attempts: int = 3
+    preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
+    max_preemptions_per_job: int = 3
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:

@@ -25,7 +25,7 @@ class StepReporter:
     """Buffers per-step records and log lines; writes them at most every `every_s` seconds."""
 
     def __init__(self, url: str, job_id: str, owner: str, attempt: int, ckpt_dir: Path,
-                 every_s: float = 0.5) -> None:
+                 every_s: float = 0.25) -> None:
         self.url, self.job_id, self.owner, self.attempt = url, job_id, owner, attempt
         self.ckpt_dir, self.every_s = ckpt_dir, every_s
         self.steps: list[dict[str, Any]] = []

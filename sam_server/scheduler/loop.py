@@ -43,7 +43,8 @@ class CycleStats:
 
 def policy_config(settings: Settings) -> PolicyConfig:
     """The live policy's knobs (the defaults are SAM's policy)."""
-    return PolicyConfig(min_run_before_preempt_s=30.0)
+    return PolicyConfig(min_run_before_preempt_s=settings.preempt_min_run_s,
+                        max_preemptions_per_job=settings.max_preemptions_per_job)
 
 
 def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> CycleStats:

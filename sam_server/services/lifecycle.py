@@ -115,6 +115,17 @@ def renew_lease(session: Session, *, job_id: str, owner: str, lease_s: float) ->
     return {"cancel": bool(flags[0]) or flags[2] == "cancelling", "preempt": bool(flags[1])}
 
 
+def read_flags(session: Session, *, job_id: str, owner: str) -> dict[str, bool] | None:
+    """The job's stop flags, or None if `owner` no longer holds it."""
+    row = session.execute(
+        select(Job.cancel_requested, Job.preempt_requested, Job.state, Job.lease_owner)
+        .where(Job.id == job_id)
+    ).one_or_none()
+    if row is None or row[3] != owner:
+        return None
+    return {"cancel": bool(row[0]) or row[2] == "cancelling", "preempt": bool(row[1])}
+
+
 def _owned(session: Session, job_id: str, owner: str) -> Job | None:
     job = session.get(Job, job_id, with_for_update={"of": Job})
     if job is None or job.lease_owner != owner:

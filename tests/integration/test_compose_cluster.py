@@ -75,7 +75,11 @@ def _wait_all(c: ComposeProcesses, ids: list[str], timeout: float, during=None) 
     deadline = time.monotonic() + timeout
     while True:
         c.revive()
-        jobs = {j: httpx.get(f"{c.url}/api/v1/jobs/{j}", headers=c.admin(), timeout=30).json() for j in ids}
+        try:
+            jobs = {j: httpx.get(f"{c.url}/api/v1/jobs/{j}", headers=c.admin(), timeout=30).json() for j in ids}
+        except httpx.TransportError:  # the server is being restarted
+            time.sleep(0.5)
+            continue
         if all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs.values()):
             return jobs
         if during is not None:
@@ -158,7 +162,7 @@ def test_killed_workers_and_restarted_redis_lose_nothing(cluster: ComposeProcess
     ids = [_submit(cluster, user, _spec(f"long-{i}", {"builtin": "mlp"}, 32, 32, steps,
                                         run_options={"steps_per_epoch": steps, "checkpoint_every": 20}))
            for i in range(4)]
-    faults = ["wafer-0", "wafer-1", "redis", "wafer-0", "compile-1"]
+    faults = ["wafer-0", "scheduler", "wafer-1", "redis", "server", "wafer-0", "compile-1"]
     last = {"t": time.monotonic()}
 
     def inject(jobs: dict) -> None:  # type: ignore[type-arg]

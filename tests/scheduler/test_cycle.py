@@ -186,3 +186,25 @@ def test_identical_job_reuses_the_artifact_and_is_placed_in_one_cycle(api, clust
     assert job["state"] == "running"  # no trip through a compile server
     assert job["compile"] == {"cache_hit": True, "artifact": "k", "seconds": 0.0}
     assert _job(cluster_settings, other).state == "compiling"  # another shape: a real compile
+
+
+def test_a_wafer_whose_worker_is_gone_takes_no_new_jobs(api, cluster_settings):
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    job_id = submit(api, alice).json()["id"]
+    url = cluster_settings.resolved_database_url
+    _online(cluster_settings)
+    run_cycle(cluster_settings)
+    _compile_ok(cluster_settings, job_id)
+    from sam_server.db.models import Wafer
+
+    with session_scope(url) as s:  # the worker stopped heartbeating a minute ago
+        s.execute(update(Wafer).values(heartbeat_at=utcnow() - timedelta(seconds=60)))
+    run_cycle(cluster_settings)
+    assert _job(cluster_settings, job_id).state == "pending"
+    info = api.get(f"/api/v1/jobs/{job_id}/explain", headers=alice).json()
+    assert "WaferUnavailable" in {r["code"] for r in info["reasons"]}
+    assert api.get("/api/v1/cluster", headers=alice).json()["wafers"][0]["state"] == "offline"
+    _online(cluster_settings)
+    run_cycle(cluster_settings)
+    assert _job(cluster_settings, job_id).state == "running"

@@ -1,0 +1,107 @@
+"""On the embedded cluster (SQLite, filesystem broker, real worker processes): a running job
+stops within a few steps of `cancel` and frees its region; a higher class preempts a lower one,
+which checkpoints, waits, and resumes from its checkpoint."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sam_worker.checks import attempts, double_runs, region_conflicts
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _spec(name: str, steps: int, priority: str = "normal", hidden: int = 64) -> dict:  # type: ignore[type-arg]
+    return {"name": name, "priority": priority, "model": {"builtin": "mlp", "kwargs": {"hidden": hidden}},
+            "data": {"batch_size": 64},
+            "run_options": {"steps_per_epoch": steps, "checkpoint_every": 10},
+            "resources": {"region": {"rows": 64, "cols": 64}, "time_limit": "10m"}}
+
+
+@pytest.fixture
+def small_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from sam_server.config import Settings
+    from sam_worker.supervisor import Cluster
+
+    cluster_file = tmp_path / "cluster.yaml"
+    cluster_file.write_text("wafers:\n  - {id: tiny, arch: wse2, rows: 64, cols: 64}\ncompile_servers: 1\n")
+    monkeypatch.setenv("SAM_CLUSTER", str(cluster_file))
+    monkeypatch.setenv("SAM_PREEMPT_MIN_RUN_S", "1")
+    for key in ("SAM_DATABASE_URL", "SAM_BROKER_URL"):
+        monkeypatch.delenv(key, raising=False)
+    cluster = Cluster(Settings(data_dir=tmp_path / "data", admin_token="sam-admin-e2e"), port=free_port())
+    cluster.start()
+    try:
+        cluster.wait_ready(120)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _setup(c) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    admin = {"Authorization": "Bearer sam-admin-e2e"}
+    httpx.post(f"{c.url}/api/v1/tenants", json={"name": "lab"}, headers=admin).raise_for_status()
+    r = httpx.post(f"{c.url}/api/v1/tenants/lab/users", json={"name": "pi", "role": "admin"}, headers=admin)
+    return {"Authorization": f"Bearer {r.json()['token']}"}
+
+
+def _job(c, who, job_id: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return httpx.get(f"{c.url}/api/v1/jobs/{job_id}", headers=who).json()
+
+
+def _wait(c, who, job_id: str, predicate, timeout: float = 300) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        c.watch()
+        job = _job(c, who, job_id)
+        if predicate(job):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"timed out; last state {job}")
+
+
+def _submit(c, who, spec) -> str:  # type: ignore[no-untyped-def]
+    r = httpx.post(f"{c.url}/api/v1/jobs", json={"spec": spec, "files": {}}, headers=who)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def test_cancel_stops_a_running_job_within_a_few_steps(small_cluster):
+    c = small_cluster
+    pi = _setup(c)
+    job_id = _submit(c, pi, _spec("long", 3000, hidden=512))  # steps of tens of milliseconds
+    running = _wait(c, pi, job_id, lambda j: j["state"] == "running" and j["progress"]["step"] >= 20)
+    r = httpx.post(f"{c.url}/api/v1/jobs/{job_id}/cancel", headers=pi)
+    asked = time.monotonic()
+    assert r.status_code == 202 and r.json()["state"] == "cancelling"
+    at_request = r.json()["progress"]["step"]  # as last reported: up to a flush behind
+    done = _wait(c, pi, job_id, lambda j: j["state"] == "cancelled", timeout=60)
+    assert time.monotonic() - asked < 5
+    assert done["region"] is None
+    steps_after = done["progress"]["step"] - at_request
+    assert steps_after <= 25, (running["progress"], done["progress"])
+    wafer = httpx.get(f"{c.url}/api/v1/cluster", headers=pi).json()["wafers"][0]
+    assert wafer["allocations"] == [] and wafer["free_pes"] == 64 * 64
+
+
+def test_higher_class_preempts_and_the_victim_resumes_from_its_checkpoint(small_cluster):
+    c = small_cluster
+    pi = _setup(c)
+    low = _submit(c, pi, _spec("low-long", 400, "low"))
+    _wait(c, pi, low, lambda j: j["state"] == "running" and j["progress"]["step"] >= 30)
+    high = _submit(c, pi, _spec("high-short", 30, "high"))
+    assert _wait(c, pi, high, lambda j: j["state"] in ("succeeded", "failed"))["state"] == "succeeded"
+    victim = _wait(c, pi, low, lambda j: j["state"] in ("succeeded", "failed"))
+    assert victim["state"] == "succeeded" and victim["attempts"] == 2
+    url = c.settings.resolved_database_url
+    runs = [a for a in attempts(url, [low])]
+    assert [a.outcome for a in runs] == ["preempted", "succeeded"]
+    assert runs[1].start_step >= 10  # resumed from a checkpoint, not from step 0
+    assert double_runs(url) == [] and region_conflicts(url) == []
+    steps = httpx.get(f"{c.url}/api/v1/jobs/{low}/metrics", headers=pi).json()["steps"]
+    assert [s["step"] for s in steps] == list(range(400))
