@@ -1,0 +1,248 @@
+"""A compiled training step loaded into a region of a simulated wafer: `load` and `LoadedJob`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wse_sim.fabric import Region, Wafer
+from wse_sim.runtime.blas import limit_blas_threads
+from wse_sim.runtime.program import Program, compile_program
+from wse_sim.runtime.timing import StepCharger, build_plan
+
+Rect = tuple[int, int, int, int]
+_MEMORY_KINDS = ("weights", "gradients", "optimizer", "activations")
+
+
+class ArtifactMismatchError(ValueError):
+    """The artifact cannot run in this region (wrong shape or missing data); recompile the job for it."""
+
+
+class JobReleasedError(RuntimeError):
+    """The job was released (its region and SRAM are gone); load the artifact again to continue."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One training step: its loss (before the update), simulated cycles and samples/s."""
+
+    loss: float
+    sim_cycles: int
+    samples_per_sec: float
+
+
+class LoadedJob:
+    """An artifact resident in a wafer region; `step` runs one training step on its PEs.
+
+    State (params, buffers, optimizer state, constants) lives in `self.state` as numpy arrays
+    keyed by IR input name; `steps_done` is the number of updates applied (the graph's step input).
+    """
+
+    def __init__(
+        self,
+        artifact: Any,
+        wafer: Wafer,
+        region: Region,
+        owner_allocated: bool,
+        *,
+        replay_timing: bool = False,
+    ) -> None:
+        self.artifact, self.wafer, self.region = artifact, wafer, region
+        self.manifest: dict[str, Any] = dict(artifact.manifest)
+        self.graph: dict[str, Any] = artifact.graph
+        self._owner_allocated = owner_allocated
+        self.fp16 = bool(self.manifest.get("fp16", False))
+        self.batch_size = int(self.manifest.get("batch_size") or 0)
+        self.steps_done = 0
+        self.total_cycles = 0
+        self.steps_run = 0
+        self.wall_seconds = 0.0  # host time spent in step(), never mixed with simulated time
+        self.released = False
+        self.kernels = list(self.manifest.get("kernels") or [])
+        rects = {k["id"]: tuple(int(v) for v in k["rect"]) for k in self.kernels}
+        whole = (0, 0, region.rows, region.cols)
+        seed = int(((self.manifest.get("train") or {}).get("seed")) or 0)
+        self.program: Program = compile_program(
+            self.graph,
+            lambda kid: rects.get(kid, whole) if kid else whole,  # type: ignore[arg-type,return-value]
+            fp16=self.fp16,
+            seed=seed,
+            step_of=lambda: self.steps_done,
+        )
+        self.state: dict[str, np.ndarray] = _initial_state(
+            self.graph, artifact.tensors, self.program
+        )
+        self._roles = {i["name"]: i["role"] for i in self.graph["inputs"]}
+        self._batch_slots = [
+            (self.program.input_slots[n], self.program.input_dtypes[n], r)
+            for n, r in self._roles.items()
+            if r in ("input", "target")
+        ]
+        self._step_slot = next(
+            (self.program.input_slots[n] for n, r in self._roles.items() if r == "step"), None
+        )
+        self._state_slots = [(self.program.input_slots[n], n) for n in self.state]
+        plan = build_plan(
+            self.graph,
+            self.kernels,
+            fp16=self.fp16,
+            weight_streaming=self.manifest.get("execution_mode") == "weight_streaming",
+            region_shape=(region.rows, region.cols),
+        )
+        self.charger = StepCharger(plan, replay=replay_timing)
+
+    @property
+    def clock_hz(self) -> float:
+        """The arch clock that converts simulated cycles to seconds."""
+        return float(self.region.arch.clock_hz)
+
+    def step(self, inputs: np.ndarray, targets: np.ndarray) -> StepResult:
+        """Run one training step on this batch (inputs/targets shaped as at compile time).
+
+        Updates the state in place and advances the region's clocks; returns loss, cycles, samples/s.
+        """
+        if self.released:
+            raise JobReleasedError(
+                "this job was released; load the artifact again to run more steps"
+            )
+        started = time.perf_counter()
+        env = self.program.new_env()
+        for slot, name in self._state_slots:
+            env[slot] = self.state[name]
+        for slot, dtype, role in self._batch_slots:
+            env[slot] = np.asarray(inputs if role == "input" else targets, dtype=dtype)
+        if self._step_slot is not None:
+            env[self._step_slot] = np.asarray(self.steps_done, dtype=np.float32)
+        for run in self.program.runs:
+            run(env)
+        for name, slot in self.program.state_updates:
+            self.state[name] = env[slot]
+        self.steps_done += 1
+        cycles = self.charger.charge(self.region)
+        self.total_cycles += cycles
+        self.steps_run += 1
+        self.wall_seconds += time.perf_counter() - started
+        batch = self.batch_size or int(np.shape(inputs)[0])
+        return StepResult(
+            float(env[self.program.loss_slot]), cycles, batch * self.clock_hz / max(cycles, 1)
+        )
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Weights, buffers and optimizer state keyed by source name ("fc1.weight.exp_avg"), plus
+        "_steps_done" (the number of updates applied)."""
+        names = {i["name"]: i.get("source_name") or i["name"] for i in self.graph["inputs"]}
+        out = {
+            names[n]: np.array(v, copy=True)
+            for n, v in self.state.items()
+            if self._roles[n] != "constant"
+        }
+        out["_steps_done"] = np.asarray(self.steps_done, dtype=np.int64)
+        return out
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what `state_dict` returned (shapes must match the artifact's)."""
+        by_source = {
+            i.get("source_name") or i["name"]: i["name"]
+            for i in self.graph["inputs"]
+            if i["name"] in self.state
+        }
+        for source, name in by_source.items():
+            if self._roles[name] == "constant":
+                continue
+            if source not in state:
+                raise ArtifactMismatchError(
+                    f"checkpoint lacks {source!r}; it was written by another job's artifact"
+                )
+            value = np.asarray(state[source], dtype=self.program.input_dtypes[name])
+            if value.shape != self.state[name].shape:
+                raise ArtifactMismatchError(
+                    f"checkpoint {source!r} has shape {value.shape}, the artifact needs {self.state[name].shape}"
+                )
+            self.state[name] = value.copy()
+        if "_steps_done" in state:
+            self.steps_done = int(state["_steps_done"])
+
+    def release(self) -> None:
+        """Free the job's SRAM (and its region, when `load` allocated it)."""
+        if self.released:
+            return
+        for kid in list(self.region.allocations):
+            if kid.startswith("job:"):
+                self.region.sram_free(kid)
+        if self._owner_allocated and self.region.owner in self.wafer.regions:
+            self.wafer.release(self.region.owner)
+        self.released = True
+
+
+def _initial_state(
+    graph: dict[str, Any], tensors: dict[str, np.ndarray], program: Program
+) -> dict[str, np.ndarray]:
+    state = {}
+    for inp in graph["inputs"]:
+        if inp["role"] not in ("param", "buffer", "opt_state", "constant"):
+            continue
+        if inp["name"] not in tensors:
+            raise ArtifactMismatchError(
+                f"init.npz lacks {inp['name']} ({inp.get('source_name')}); recompile the job"
+            )
+        state[inp["name"]] = np.array(
+            tensors[inp["name"]], dtype=program.input_dtypes[inp["name"]], copy=True
+        )
+    return state
+
+
+def _allocate_sram(region: Region, manifest: dict[str, Any]) -> None:
+    """Reserve every kernel's per-PE bytes (weights, gradients, optimizer, activations) on its rect.
+
+    The compiler's "reserve" share is the arch's runtime area, which the region's limit already
+    excludes, so it is not allocated twice. Raises wse_sim's SramCapacityError when over.
+    """
+    for kernel in manifest.get("kernels") or []:
+        memory = kernel.get("memory_per_pe") or {}
+        need = int(sum(int(memory.get(kind) or 0) for kind in _MEMORY_KINDS))
+        if need:
+            r, c, h, w = (int(v) for v in kernel["rect"])
+            region.sram_alloc(f"job:{kernel['id']}", need, rect=(r, c, h, w))
+
+
+def load(
+    artifact: Any, wafer: Wafer, region_rect: Rect, owner: str, *, replay_timing: bool = False
+) -> LoadedJob:
+    """Load `artifact` (compiler.artifact.Artifact) into the region (row, col, rows, cols) of `wafer`.
+
+    Allocates the region for `owner` unless the owner already holds exactly that rectangle, then
+    reserves SRAM per the artifact's memory map (SramCapacityError if it does not fit).
+    Also keeps numpy's BLAS single-threaded (see `wse_sim.runtime.blas`).
+    """
+    limit_blas_threads(1)
+    row, col, rows, cols = (int(v) for v in region_rect)
+    want = artifact.manifest.get("region") or {}
+    if want and (int(want.get("rows", rows)) > rows or int(want.get("cols", cols)) > cols):
+        raise ArtifactMismatchError(
+            f"the artifact was compiled for a {want['rows']}x{want['cols']} region but got {rows}x{cols}; "
+            "recompile for this region shape or place the job in a region at least that large"
+        )
+    existing = wafer.regions.get(owner)
+    allocated = existing is None
+    if existing is not None and (existing.row, existing.col, existing.rows, existing.cols) != (
+        row,
+        col,
+        rows,
+        cols,
+    ):
+        raise ArtifactMismatchError(
+            f"owner {owner!r} already holds another region {existing}; release it first"
+        )
+    region = existing or wafer.allocate(owner, row, col, rows, cols)
+    try:
+        _allocate_sram(region, artifact.manifest)
+        return LoadedJob(artifact, wafer, region, allocated, replay_timing=replay_timing)
+    except BaseException:
+        for name in [n for n in region.allocations if n.startswith("job:")]:
+            region.sram_free(name)
+        if allocated:
+            wafer.release(owner)
+        raise

@@ -1,0 +1,19 @@
+"""The runtime's kernel library: one numpy kernel per op of `compiler.ops.SUPPORTED_OPS`.
+
+Importing this package registers every kernel in `KERNELS` (target string -> factory).
+Kernels never import torch; float32 is computed in float32, fp16 artifacts round matmul and
+convolution operands and products to float16 (bfloat16 is computed in float32).
+"""
+
+from __future__ import annotations
+
+from wse_sim.runtime.kernels import conv, elementwise, indexing, matmul, nn, pool, reductions, shape  # noqa: F401
+from wse_sim.runtime.kernels.registry import (
+    KERNELS,
+    NodeContext,
+    UnsupportedKernelError,
+    kernel_factory,
+    numpy_dtype,
+)
+
+__all__ = ["KERNELS", "NodeContext", "UnsupportedKernelError", "kernel_factory", "numpy_dtype"]

@@ -1,0 +1,198 @@
+"""Convolution kernels and their backward form (2-D; 1-D runs as 2-D with a unit height).
+
+A convolution is lowered the way a wafer kernel runs it: every PE gathers its output pixels'
+receptive fields (im2col over a strided view, no copy until the contraction) and contracts them
+with the filter as a matmul. The backward forms reuse the same windows: the weight gradient is a
+matmul of the windows with the output gradient, the input gradient scatters the window gradients
+back with one slice-add per filter tap (kh * kw adds, never a per-PE loop).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from wse_sim.runtime.kernels.matmul import round_fp16
+from wse_sim.runtime.kernels.registry import NodeContext, factory, simple
+
+
+def pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    v = list(v)
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+def windows(
+    xp: np.ndarray,
+    k: tuple[int, int],
+    s: tuple[int, int],
+    d: tuple[int, int],
+    out_hw: tuple[int, int],
+) -> np.ndarray:
+    """Strided view [N, C, OH, OW, kh, kw] of a padded input xp [N, C, H, W]."""
+    n, c = xp.shape[:2]
+    sn, sc, sh, sw = xp.strides
+    return as_strided(
+        xp,
+        (n, c, out_hw[0], out_hw[1], k[0], k[1]),
+        (sn, sc, sh * s[0], sw * s[1], sh * d[0], sw * d[1]),
+        writeable=False,
+    )
+
+
+def out_size(size: int, k: int, s: int, p: int, d: int, ceil: bool = False) -> int:
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    return (x[:, :, None, :], True) if x.ndim == 3 else (x, False)
+
+
+class _ConvGeometry:
+    """Strides, padding and output size of one convolution node (fixed at load)."""
+
+    def __init__(
+        self, x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, groups: int
+    ) -> None:
+        one_d = x.ndim == 3
+        self.s = (1, pair(stride)[0]) if one_d else pair(stride)
+        self.p = (0, pair(padding)[0]) if one_d else pair(padding)
+        self.d = (1, pair(dilation)[0]) if one_d else pair(dilation)
+        self.k = (w.shape[-2], w.shape[-1]) if w.ndim == 4 else (1, w.shape[-1])
+        h, wd = (1, x.shape[-1]) if one_d else x.shape[-2:]
+        self.out = (
+            out_size(h, self.k[0], self.s[0], self.p[0], self.d[0]),
+            out_size(wd, self.k[1], self.s[1], self.p[1], self.d[1]),
+        )
+        self.groups = groups
+
+    def padded(self, x: np.ndarray) -> np.ndarray:
+        (ph, pw) = self.p
+        return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+
+
+def conv2d_forward(x: np.ndarray, w: np.ndarray, geo: _ConvGeometry) -> np.ndarray:
+    """x [N, C, H, W] * w [O, C/g, kh, kw] -> [N, O, OH, OW]."""
+    cols = windows(geo.padded(x), geo.k, geo.s, geo.d, geo.out)
+    g = geo.groups
+    cg, og = x.shape[1] // g, w.shape[0] // g
+    outs = [
+        np.einsum(
+            "ncpqij,ocij->nopq",
+            cols[:, i * cg : (i + 1) * cg],
+            w[i * og : (i + 1) * og],
+            optimize=True,
+        )
+        for i in range(g)
+    ]
+    return outs[0] if g == 1 else np.concatenate(outs, axis=1)
+
+
+def conv2d_backward(
+    grad: np.ndarray, x: np.ndarray, w: np.ndarray, geo: _ConvGeometry
+) -> tuple[np.ndarray, np.ndarray]:
+    """(grad_input [N, C, H, W], grad_weight [O, C/g, kh, kw]) for output grad [N, O, OH, OW]."""
+    xp = geo.padded(x)
+    cols = windows(xp, geo.k, geo.s, geo.d, geo.out)
+    g = geo.groups
+    cg, og = x.shape[1] // g, w.shape[0] // g
+    grad_w = np.concatenate(
+        [
+            np.einsum(
+                "nopq,ncpqij->ocij",
+                grad[:, i * og : (i + 1) * og],
+                cols[:, i * cg : (i + 1) * cg],
+                optimize=True,
+            )
+            for i in range(g)
+        ],
+        axis=0,
+    )
+    grad_xp = np.zeros(xp.shape, dtype=grad.dtype)
+    (oh, ow), (sh, sw), (dh, dw) = geo.out, geo.s, geo.d
+    for i in range(g):
+        taps = np.einsum(
+            "nopq,ocij->ncijpq",
+            grad[:, i * og : (i + 1) * og],
+            w[i * og : (i + 1) * og],
+            optimize=True,
+        )
+        target = grad_xp[:, i * cg : (i + 1) * cg]
+        for a in range(geo.k[0]):
+            for b in range(geo.k[1]):
+                target[
+                    :,
+                    :,
+                    a * dh : a * dh + sh * (oh - 1) + 1 : sh,
+                    b * dw : b * dw + sw * (ow - 1) + 1 : sw,
+                ] += taps[:, :, a, b]
+    (ph, pw) = geo.p
+    grad_x = grad_xp[:, :, ph : xp.shape[2] - ph, pw : xp.shape[3] - pw]
+    return grad_x, grad_w
+
+
+@factory("aten.convolution.default")
+def convolution(ctx: NodeContext) -> Any:
+    """convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups)."""
+
+    def impl(
+        x: Any,
+        w: Any,
+        bias: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        transposed: bool,
+        output_padding: Any,
+        groups: int,
+    ) -> np.ndarray:
+        if transposed:
+            raise NotImplementedError(
+                "transposed convolution is not in the runtime's kernel library"
+            )
+        x, w = np.asarray(x), np.asarray(w)
+        geo = _ConvGeometry(x, w, stride, padding, dilation, groups)
+        x2, one_d = _as_2d(x)
+        w2, _ = _as_2d(w)
+        if ctx.fp16:
+            x2, w2 = round_fp16(x2), round_fp16(w2)
+        out = conv2d_forward(x2, w2, geo)
+        if ctx.fp16:
+            out = round_fp16(out)
+        if bias is not None:
+            out = out + np.asarray(bias)[None, :, None, None]
+        return out[:, :, 0, :] if one_d else out
+
+    return impl
+
+
+@simple("aten.convolution_backward.default")
+def convolution_backward(
+    grad: Any,
+    x: Any,
+    w: Any,
+    bias_sizes: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+    output_mask: list[bool],
+) -> tuple[Any, Any, Any]:
+    """(grad_input, grad_weight, grad_bias) of `convolution` (None where output_mask is false)."""
+    grad, x, w = np.asarray(grad), np.asarray(x), np.asarray(w)
+    geo = _ConvGeometry(x, w, stride, padding, dilation, groups)
+    g2, one_d = _as_2d(grad)
+    grad_x, grad_w = conv2d_backward(g2, _as_2d(x)[0], _as_2d(w)[0], geo)
+    if one_d:
+        grad_x, grad_w = grad_x[:, :, 0, :], grad_w[:, :, 0, :]
+    grad_b = grad.sum(axis=tuple(i for i in range(grad.ndim) if i != 1)) if output_mask[2] else None
+    return (grad_x if output_mask[0] else None), (grad_w if output_mask[1] else None), grad_b

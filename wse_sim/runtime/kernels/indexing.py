@@ -1,0 +1,99 @@
+"""Gather/scatter kernels (index arithmetic stays on the PE holding the tile)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wse_sim.runtime.kernels.registry import simple
+
+
+def _along(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
+    """Full advanced-index tuple addressing x[..., index, ...] along `dim` for every element."""
+    grids: list[np.ndarray] = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+@simple("aten.gather.default")
+def gather(x: Any, dim: int, index: Any, sparse_grad: bool = False) -> np.ndarray:
+    """out[i][j] = x[i][index[i][j]] along `dim`."""
+    return np.take_along_axis(np.asarray(x), np.asarray(index), axis=dim)
+
+
+@simple("aten.scatter.value", "aten.scatter.src")
+def scatter(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
+    """A copy of x with out[index along dim] = src (a scalar or a tensor)."""
+    out = np.array(x, copy=True)
+    index = np.asarray(index)
+    values = src if np.ndim(src) == 0 else np.asarray(src)[tuple(slice(0, n) for n in index.shape)]
+    out[_along(index, dim % out.ndim)] = values
+    return out
+
+
+@simple("aten.scatter_add.default")
+def scatter_add(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
+    """A copy of x with src added at index along dim (repeated indices accumulate)."""
+    out = np.array(x, copy=True)
+    index = np.asarray(index)
+    values = np.asarray(src)[tuple(slice(0, n) for n in index.shape)]
+    np.add.at(out, _along(index, dim % out.ndim), values)
+    return out
+
+
+@simple("aten.index_select.default")
+def index_select(x: Any, dim: int, index: Any) -> np.ndarray:
+    """x's slices at `index` along `dim`."""
+    return np.take(x, index, axis=dim)
+
+
+def _index_tuple(indices: list[Any]) -> tuple[Any, ...]:
+    return tuple(slice(None) if i is None else np.asarray(i) for i in indices)
+
+
+@simple("aten.index.Tensor")
+def index(x: Any, indices: list[Any]) -> np.ndarray:
+    """x[indices] with torch/numpy advanced-indexing semantics (None keeps an axis)."""
+    return np.asarray(x)[_index_tuple(indices)]
+
+
+@simple("aten.index_put.default", "aten._unsafe_index_put.default")
+def index_put(x: Any, indices: list[Any], values: Any, accumulate: bool = False) -> np.ndarray:
+    """A copy of x with x[indices] = values (or += with accumulate)."""
+    out = np.array(x, copy=True)
+    where = _index_tuple(indices)
+    if accumulate:
+        np.add.at(out, where, values)
+    else:
+        out[where] = values
+    return out
+
+
+@simple("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
+def masked_fill(x: Any, mask: Any, value: Any) -> np.ndarray:
+    """x with `value` where mask is true."""
+    x = np.asarray(x)
+    return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+
+
+@simple("aten.slice_scatter.default")
+def slice_scatter(
+    x: Any, src: Any, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> np.ndarray:
+    """A copy of x with x[start:end:step] along dim replaced by src."""
+    out = np.array(x, copy=True)
+    where = [slice(None)] * out.ndim
+    where[dim % out.ndim] = slice(start, end, step)
+    out[tuple(where)] = src
+    return out
+
+
+@simple("aten.select_scatter.default")
+def select_scatter(x: Any, src: Any, dim: int, index: int) -> np.ndarray:
+    """A copy of x with x[index] along dim replaced by src."""
+    out = np.array(x, copy=True)
+    where: list[Any] = [slice(None)] * out.ndim
+    where[dim % out.ndim] = index
+    out[tuple(where)] = src
+    return out

@@ -1,0 +1,121 @@
+"""Reduction kernels: each PE reduces its tile, then partials meet over row/column trees.
+
+The fabric part (reduce_row / reduce_col of the partials) is charged by the timing plan; the
+arithmetic here is numpy's float32 reduction, the same order-insensitive result a tree gives to
+within float32 rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wse_sim.runtime.kernels.registry import numpy_dtype, simple
+
+
+def _axes(dim: Any) -> tuple[int, ...] | None:
+    if dim is None or dim == []:
+        return None
+    return (dim,) if isinstance(dim, int) else tuple(dim)
+
+
+@simple("aten.sum.dim_IntList", "aten.sum.default")
+def sum_(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    """Sum over `dim` (all axes when none)."""
+    x = np.asarray(x)
+    out_dtype = numpy_dtype(dtype, x.dtype if x.dtype != np.bool_ else np.int64)
+    return np.sum(x, axis=_axes(dim), keepdims=keepdim, dtype=out_dtype)
+
+
+@simple("aten.mean.dim", "aten.mean.default")
+def mean(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    """Mean over `dim` (all axes when none)."""
+    x = np.asarray(x)
+    return np.mean(x, axis=_axes(dim), keepdims=keepdim, dtype=numpy_dtype(dtype, x.dtype))
+
+
+@simple("aten.amax.default")
+def amax(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
+    """Maximum over `dim` (all axes when empty)."""
+    return np.max(x, axis=_axes(list(dim) if dim is not None else None), keepdims=keepdim)
+
+
+@simple("aten.amin.default")
+def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
+    """Minimum over `dim` (all axes when empty)."""
+    return np.min(x, axis=_axes(list(dim) if dim is not None else None), keepdims=keepdim)
+
+
+@simple("aten.max.dim")
+def max_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    """(values, indices) of the maximum along `dim`."""
+    idx = np.argmax(x, axis=dim, keepdims=True)
+    values = np.take_along_axis(np.asarray(x), idx, axis=dim)
+    if not keepdim:
+        idx, values = np.squeeze(idx, dim), np.squeeze(values, dim)
+    return values, idx.astype(np.int64)
+
+
+@simple("aten.min.dim")
+def min_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    """(values, indices) of the minimum along `dim`."""
+    idx = np.argmin(x, axis=dim, keepdims=True)
+    values = np.take_along_axis(np.asarray(x), idx, axis=dim)
+    if not keepdim:
+        idx, values = np.squeeze(idx, dim), np.squeeze(values, dim)
+    return values, idx.astype(np.int64)
+
+
+@simple("aten.max.default")
+def max_all(x: Any) -> Any:
+    """The largest element."""
+    return np.max(x)
+
+
+@simple("aten.min.default")
+def min_all(x: Any) -> Any:
+    """The smallest element."""
+    return np.min(x)
+
+
+@simple("aten.argmax.default")
+def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the maximum (over the flattened tensor when dim is None)."""
+    return np.argmax(x, axis=dim, keepdims=keepdim).astype(np.int64)
+
+
+@simple("aten.argmin.default")
+def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the minimum (over the flattened tensor when dim is None)."""
+    return np.argmin(x, axis=dim, keepdims=keepdim).astype(np.int64)
+
+
+@simple("aten.var.correction", "aten.var.dim")
+def var(
+    x: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *, correction: Any = None
+) -> Any:
+    """Variance over `dim` with Bessel's correction (torch's default of 1)."""
+    if isinstance(unbiased, bool):
+        ddof = 1 if unbiased else 0
+    else:
+        ddof = 1 if correction is None else correction
+    return np.var(x, axis=_axes(dim), ddof=ddof, keepdims=keepdim)
+
+
+@simple("aten.prod.default", "aten.prod.dim_int")
+def prod(x: Any, dim: int | None = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    """Product over `dim` (all elements when none)."""
+    return np.prod(x, axis=dim, keepdims=keepdim)
+
+
+@simple("aten.any.default", "aten.any.dim", "aten.any.dims")
+def any_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """Whether any element is true."""
+    return np.any(x, axis=_axes(dim), keepdims=keepdim)
+
+
+@simple("aten.all.default", "aten.all.dim", "aten.all.dims")
+def all_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """Whether every element is true."""
+    return np.all(x, axis=_axes(dim), keepdims=keepdim)

@@ -1,0 +1,83 @@
+"""The training loop the wafer worker runs: steps, NaN stop, checkpoints and resume."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wse_sim.runtime.checkpoint import save_checkpoint
+from wse_sim.runtime.job import LoadedJob
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One finished step, as the worker streams it: CONTRACT's metrics row."""
+
+    step: int
+    loss: float
+    sim_cycles: int
+    samples_per_sec: float
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """How the run ended: status "succeeded" | "stopped" | "numerical".
+
+    last_step: the last step executed (-1 if none); last_checkpoint_step: steps done at the
+    newest checkpoint written in this run (None if none); message: why it stopped, for humans.
+    """
+
+    status: str
+    last_step: int
+    last_checkpoint_step: int | None
+    message: str = ""
+
+
+def train(
+    job: LoadedJob,
+    batches: Iterator[tuple[np.ndarray, np.ndarray]],
+    *,
+    start_step: int,
+    total_steps: int,
+    checkpoint_every: int | None,
+    checkpoint_dir: Path | None,
+    stop_on_nan: bool,
+    on_step: Callable[[StepRecord], None],
+    should_stop: Callable[[], bool],
+) -> TrainOutcome:
+    """Run steps start_step .. total_steps-1, one batch each from `batches` (batches of those steps).
+
+    A checkpoint is written after every `checkpoint_every`-th step (state with k steps done is
+    checkpoint k). A non-finite loss with stop_on_nan ends the run with status "numerical" before
+    the step's update is checkpointed. `should_stop()` is polled before every step ("stopped").
+    """
+    job.steps_done = start_step
+    last_step, last_ckpt = start_step - 1, None
+    for step in range(start_step, total_steps):
+        if should_stop():
+            return TrainOutcome("stopped", last_step, last_ckpt, f"stopped before step {step}")
+        try:
+            inputs, targets = next(batches)
+        except StopIteration:
+            return TrainOutcome(
+                "stopped", last_step, last_ckpt, f"the batch source ended before step {step}"
+            )
+        with np.errstate(all="ignore"):
+            result = job.step(inputs, targets)
+        last_step = step
+        on_step(StepRecord(step, result.loss, result.sim_cycles, result.samples_per_sec))
+        if stop_on_nan and not math.isfinite(result.loss):
+            return TrainOutcome(
+                "numerical",
+                step,
+                last_ckpt,
+                f"loss became {result.loss} at step {step}; lower the learning rate or disable fp16",
+            )
+        if checkpoint_every and checkpoint_dir is not None and (step + 1) % checkpoint_every == 0:
+            save_checkpoint(checkpoint_dir, step + 1, job.state_dict())
+            last_ckpt = step + 1
+    return TrainOutcome("succeeded", last_step, last_ckpt)
