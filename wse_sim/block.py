@@ -218,25 +218,27 @@ def shift(region: Region, rect: Rect | None, data: Any, dr: int, dc: int) -> tup
     return out, cycles
 
 
-def _host_cycles(region: Region, words: int, h: int) -> int:
+def _host_cycles(region: Region, words: int, h: int, streamed: bool = False) -> int:
     """Cycles of one host transfer. Position-independent on purpose: a job's speed must not
-    depend on where the scheduler puts it, so channels scale with the rect's height only."""
+    depend on where the scheduler puts it, so channels scale with the rect's height only.
+    A `streamed` transfer rides an already-open, prefetching stream (a training job's batches):
+    it pays bandwidth only, not the per-transaction launch overhead."""
     arch = region.arch
     channels_per_row = arch.io_channels_per_edge / arch.rows
     channels = int(min(arch.max_memcpy_channels, max(1, round(2 * h * channels_per_row))))
     seconds = (
         words * arch.wavelet_bits / (channels * arch.host_channel_gbps * 1e9)
-        + arch.host_txn_overhead_s
+        + (0.0 if streamed else arch.host_txn_overhead_s)
     )
     return int(np.ceil(seconds * arch.clock_hz))
 
 
-def _host(region: Region, words: int, rect: Rect | None, inbound: bool) -> int:
+def _host(region: Region, words: int, rect: Rect | None, inbound: bool, streamed: bool = False) -> int:
     r, c, h, w = region.rect(rect)
     if words <= 0:
         return 0
     sl = (slice(r, r + h), slice(c, c + w))
-    cycles = _host_cycles(region, int(words), h)
+    cycles = _host_cycles(region, int(words), h, streamed)
     end = region.xp.amax(region.clock[sl]) + cycles
     region.clock[sl] = end
     counter = region.words_received if inbound else region.words_sent
@@ -244,15 +246,16 @@ def _host(region: Region, words: int, rect: Rect | None, inbound: bool) -> int:
     return cycles
 
 
-def host_to_region(region: Region, words: int, rect: Rect | None = None) -> int:
+def host_to_region(region: Region, words: int, rect: Rect | None = None, *, streamed: bool = False) -> int:
     """Stream `words` 32-bit words from the host into rect (edge channels, 7 Gb/s each, plus
-    the per-transaction overhead). All PEs of rect wait for it. Returns its cycles."""
-    return _host(region, words, rect, inbound=True)
+    the per-transaction overhead unless `streamed`). All PEs of rect wait for it. Returns its
+    cycles."""
+    return _host(region, words, rect, inbound=True, streamed=streamed)
 
 
-def region_to_host(region: Region, words: int, rect: Rect | None = None) -> int:
+def region_to_host(region: Region, words: int, rect: Rect | None = None, *, streamed: bool = False) -> int:
     """Stream `words` 32-bit words from rect to the host; see host_to_region."""
-    return _host(region, words, rect, inbound=False)
+    return _host(region, words, rect, inbound=False, streamed=streamed)
 
 
 def barrier(region: Region, rect: Rect | None = None) -> int:

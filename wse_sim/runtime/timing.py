@@ -220,7 +220,10 @@ def _inbound(
                 from_kernel[src] += words
     if host_words:
         plan.charges.append(
-            Charge(kid, "host", partial(_call, wse_sim.host_to_region, host_words, rect))
+            # Batches (and streamed weights) flow through an open, prefetching input stream:
+            # bandwidth per step, no per-transaction launch overhead.
+            Charge(kid, "host", partial(_call, partial(wse_sim.host_to_region, streamed=True),
+                                        host_words, rect))
         )
     for src, words in from_kernel.items():
         src_rect = rects.get(src, whole)
@@ -328,7 +331,8 @@ def _finish(
             if o["role"] in ("param", "opt_state")
         )
     plan.charges.append(
-        Charge("step", "host", partial(_call, wse_sim.region_to_host, words, source))
+        Charge("step", "host", partial(_call, partial(wse_sim.region_to_host, streamed=True),
+                                       words, source))
     )
     plan.charges.append(Charge("step", "sync", partial(_call, wse_sim.barrier, whole)))
 
