@@ -35,10 +35,12 @@ def celery_config(settings: Settings) -> dict[str, object]:
         folder = settings.broker_dir
         (folder / "queue").mkdir(parents=True, exist_ok=True)
         (folder / "processed").mkdir(parents=True, exist_ok=True)
+        (folder / "control").mkdir(parents=True, exist_ok=True)
         conf["broker_transport_options"] = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
+            "control_folder": str(folder / "control"),  # else kombu writes ./control in the cwd
             "store_processed": False,
             "polling_interval": 0.05,
         }

@@ -37,6 +37,9 @@ def worker_compile(concurrency: int) -> None:
 
     _logging()
     start_heartbeat()
+    import compiler
+
+    compiler.warm_sandbox()  # fork the torch-loaded zygote now, not on the first user's compile
     name = f"compile-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv("compile", concurrency, name))
 

@@ -1,0 +1,130 @@
+"""The compile cache: content-addressed artifacts plus a cheap request index.
+
+- `request_key` hashes what the user sent (the compile-relevant spec fields, the uploaded files,
+  region shape, arch, mode, compiler and torch versions) without tracing: a hit costs a hash and
+  a small JSON read.
+- `content_key` hashes what was compiled (the canonical graph, the initial tensors, the compile
+  options, arch, region shape, compiler and torch versions): two requests that trace to the same
+  graph share one artifact.
+Layout: CACHE/index/<request_key>.json -> {"cache_key", "artifact" (relative dir or null),
+"summary"} or {"error": {kind, message, details}} for a cached unsupported_op/compile_oom; CACHE/artifacts/<cache_key>/ (see `compiler.artifact`). Every write is a temp file
+or directory renamed into place, so concurrent compiles of one key never corrupt the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler import COMPILER_VERSION
+from compiler.ir import canonical_json
+
+# Spec sections that change the compiled step; run_options, resources, names do not.
+_KEYED_SECTIONS = ("model", "data", "train", "compile_options")
+
+
+@lru_cache(maxsize=1)
+def torch_version() -> str:
+    """The installed torch version, read from package metadata (no torch import)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def request_key(
+    spec: dict[str, Any], files: dict[str, str], region: tuple[int, int], arch: str, mode: str
+) -> str:
+    """First-level key: a hash of the request, computable in well under a millisecond."""
+    keyed = {s: spec.get(s) for s in _KEYED_SECTIONS}
+    body = canonical_json(
+        {
+            "spec": keyed,
+            "files": dict(sorted(files.items())),
+            "region": list(region),
+            "arch": arch,
+            "mode": mode,
+            "compiler": COMPILER_VERSION,
+            "torch": torch_version(),
+        }
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def trace_key(spec: dict[str, Any], files: dict[str, str]) -> str:
+    """Hash of what tracing depends on: the model, data and train sections and the files."""
+    body = canonical_json(
+        {
+            "spec": {s: spec.get(s) for s in ("model", "data", "train")},
+            "files": dict(sorted(files.items())),
+            "compiler": COMPILER_VERSION,
+        }
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def content_key(
+    graph: dict[str, Any],
+    tensors: dict[str, np.ndarray],
+    options: dict[str, Any],
+    arch: str,
+    region: tuple[int, int],
+) -> str:
+    """Second-level key: graph, shapes, dtypes, initial values, options, arch, region, versions."""
+    digest = hashlib.sha256()
+    digest.update(canonical_json(graph).encode())
+    for name in sorted(tensors):
+        array = np.ascontiguousarray(tensors[name])
+        digest.update(f"{name}:{array.dtype}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    digest.update(
+        canonical_json(
+            {
+                "options": options,
+                "arch": arch,
+                "region": list(region),
+                "compiler": COMPILER_VERSION,
+                "torch": torch_version(),
+            }
+        ).encode()
+    )
+    return digest.hexdigest()
+
+
+def artifact_dir(cache_dir: Path, key: str) -> Path:
+    """Where the artifact of content key `key` lives."""
+    return Path(cache_dir) / "artifacts" / key
+
+
+def read_index(cache_dir: Path, req_key: str) -> dict[str, Any] | None:
+    """The index entry of a request key, if it exists and its artifact is complete."""
+    path = Path(cache_dir) / "index" / f"{req_key}.json"
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if (
+        entry.get("artifact")
+        and not (Path(cache_dir) / entry["artifact"] / "manifest.json").exists()
+    ):
+        return None
+    return entry
+
+
+def write_index(cache_dir: Path, req_key: str, entry: dict[str, Any]) -> None:
+    """Atomically publish an index entry."""
+    directory = Path(cache_dir) / "index"
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{req_key}.", dir=directory)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(entry, handle)
+    os.replace(tmp, directory / f"{req_key}.json")

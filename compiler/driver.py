@@ -1,0 +1,259 @@
+"""`compile_job`: the entry point compile workers call, and `min_region_for`.
+
+spec (a JobSpec dump) + uploaded files -> trace (sandboxed for user files, in-process for
+built-ins) -> op check -> plan (fusion, sizing, memory, placement) -> artifact in the cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler import COMPILER_VERSION
+from compiler import cache as compile_cache
+from compiler.arch import get_arch_info, normalize_arch
+from compiler.errors import (
+    CompileError,
+    CompileOOM,
+    InternalCompileError,
+    InvalidSpec,
+    UnsupportedOperator,
+    error_from_dict,
+)
+from compiler.manifest import build_manifest, build_summary
+from compiler.sandbox import SandboxLimits
+
+
+@dataclass
+class CompileResult:
+    """What a compile produced. artifact_dir is None for validate_only."""
+
+    artifact_dir: Path | None
+    cache_key: str
+    cache_hit: bool
+    seconds: float
+    summary: dict[str, Any]
+
+
+def compile_job(
+    spec: dict[str, Any],
+    files: dict[str, str],
+    *,
+    region: tuple[int, int],
+    cache_dir: Path,
+    arch: str | None = None,
+    mode: str | None = None,
+    limits: SandboxLimits | None = None,
+) -> CompileResult:
+    """Compile spec's training step for a rows x cols region; raises CompileError subclasses.
+
+    mode: "train" / "compile_only" (full compile) or "validate_only" (front end, op check and
+    memory check, no placement, no artifact); default spec["mode"].
+    """
+    start = time.perf_counter()
+    mode = mode or spec.get("mode") or "train"
+    validate = mode == "validate_only"
+    region = (int(region[0]), int(region[1]))
+    arch_name = _arch_name(spec, arch)
+    _check_spec(spec, files, region)
+    req_key = compile_cache.request_key(
+        spec, files, region, arch_name, "validate" if validate else "compile"
+    )
+    entry = compile_cache.read_index(cache_dir, req_key)
+    if entry is not None:
+        return _hit(entry, cache_dir, start)
+    try:
+        return _compile(
+            spec, files, region, Path(cache_dir), arch_name, validate, limits, req_key, start
+        )
+    except (UnsupportedOperator, CompileOOM) as exc:
+        # Deterministic verdicts are cached too, so a resubmitted job fails in milliseconds.
+        compile_cache.write_index(cache_dir, req_key, {"error": exc.to_dict()})
+        raise
+    except CompileError:
+        raise
+    except Exception as exc:  # a compiler bug must still fail the job cleanly
+        raise InternalCompileError(
+            f"internal compiler error: {type(exc).__name__}: {exc}; "
+            "please report it with your job spec"
+        ) from exc
+
+
+def _arch_name(spec: dict[str, Any], arch: str | None) -> str:
+    try:
+        return normalize_arch(arch or (spec.get("compile_options") or {}).get("target_device"))
+    except ValueError as exc:
+        raise InvalidSpec(str(exc)) from exc
+
+
+def _hit(entry: dict[str, Any], cache_dir: Path, start: float) -> CompileResult:
+    if entry.get("error"):
+        raise error_from_dict(entry["error"])
+    seconds = time.perf_counter() - start
+    summary = dict(entry.get("summary") or {}, cache_hit=True, seconds=seconds)
+    artifact = Path(cache_dir) / entry["artifact"] if entry.get("artifact") else None
+    return CompileResult(artifact, entry["cache_key"], True, seconds, summary)
+
+
+def _compile(
+    spec,
+    files,
+    region,
+    cache_dir: Path,
+    arch_name: str,
+    validate: bool,
+    limits,
+    req_key: str,
+    start: float,
+) -> CompileResult:
+    from compiler.planner import compile_options, plan_compile
+
+    graph, tensors, trace_info = trace_job(spec, files, limits)
+    options = compile_options(spec)
+    key = compile_cache.content_key(graph, tensors, options, arch_name, region)
+    arch = get_arch_info(arch_name)
+    target = compile_cache.artifact_dir(cache_dir, key)
+    if not validate and (target / "manifest.json").exists():
+        summary = _load_summary(target)
+        entry = {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary}
+        compile_cache.write_index(cache_dir, req_key, entry)
+        return _hit(entry, cache_dir, start)
+    plan = plan_compile(graph, options, arch, region, do_placement=not validate)
+    seconds = time.perf_counter() - start
+    summary = build_summary(plan, graph, arch, region, key, seconds, trace_info)
+    if validate:
+        compile_cache.write_index(
+            cache_dir, req_key, {"cache_key": key, "artifact": None, "summary": summary}
+        )
+        return CompileResult(None, key, False, seconds, dict(summary, cache_hit=False))
+    _assign_kernels(graph, plan)
+    manifest = build_manifest(spec, plan, graph, arch, region, key, summary)
+    from compiler.artifact import write_artifact
+
+    write_artifact(target, manifest, graph, tensors)
+    compile_cache.write_index(
+        cache_dir, req_key, {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary}
+    )
+    seconds = time.perf_counter() - start
+    return CompileResult(
+        target, key, False, seconds, dict(summary, cache_hit=False, seconds=seconds)
+    )
+
+
+def _load_summary(target: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads((target / "manifest.json").read_text()).get("summary", {})
+
+
+def _assign_kernels(graph: dict[str, Any], plan: Any) -> None:
+    kernel_of = {n: p.kernel.id for p in plan.kernels for n in p.kernel.nodes}
+    for node in graph["nodes"]:
+        node["kernel"] = kernel_of.get(node["name"])
+
+
+_TRACES: OrderedDict[str, tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]] = (
+    OrderedDict()
+)
+
+
+def trace_job(
+    spec: dict[str, Any], files: dict[str, str], limits: SandboxLimits | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+    """(graph, initial tensors, info): built-ins trace in-process, user code in the sandbox.
+
+    The last few traces are remembered by a hash of the traced spec sections and files, so
+    compiling one model for several regions or options traces it once per process.
+    """
+    key = compile_cache.trace_key(spec, files)
+    if key in _TRACES:
+        _TRACES.move_to_end(key)
+        graph, tensors, info = _TRACES[key]
+        return copy.deepcopy(graph), tensors, dict(info)
+    graph, tensors, info = _trace_uncached(spec, files, limits)
+    _TRACES[key] = (copy.deepcopy(graph), tensors, dict(info))
+    while len(_TRACES) > 8:
+        _TRACES.popitem(last=False)
+    return graph, tensors, info
+
+
+def _trace_uncached(
+    spec: dict[str, Any], files: dict[str, str], limits: SandboxLimits | None
+) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+    uses_user_code = not spec["model"].get("builtin") or spec["data"].get("source") == "file"
+    if not uses_user_code:
+        from compiler.frontend import trace_training_step
+
+        traced = trace_training_step(spec, files)
+        return traced.graph, traced.tensors, {"sandboxed": False}
+    from compiler.ir import load_graph
+    from compiler.sandbox import run_sandboxed
+
+    # Scratch lives in the local temp dir, not beside the (possibly shared) artifact store.
+    result, scratch = run_sandboxed("trace", {"spec": spec}, files, limits, None)
+    try:
+        graph = load_graph(scratch / "graph.json")
+        with np.load(scratch / "init.npz", allow_pickle=False) as npz:
+            tensors = {k: npz[k] for k in npz.files}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return graph, tensors, {"sandboxed": True, "network_isolation": result.get("network_isolation")}
+
+
+def _check_spec(spec: dict[str, Any], files: dict[str, str], region: tuple[int, int]) -> None:
+    """invalid_spec for what can be told without running anything."""
+    if region[0] < 1 or region[1] < 1:
+        raise InvalidSpec(f"region {region} must have at least one row and one column")
+    model = spec.get("model") or {}
+    needed = [model.get("file")] if not model.get("builtin") else []
+    data = spec.get("data") or {}
+    if data.get("source") == "file":
+        needed.append(data.get("file") or model.get("file"))
+        if not needed[-1]:
+            raise InvalidSpec("data.source 'file' needs data.file or a model.file with make_batch")
+    missing = [n for n in needed if n and n not in files]
+    if missing:
+        raise InvalidSpec(
+            f"the spec names {missing} but they were not uploaded; "
+            "list them next to job.yaml so `sam submit` uploads them"
+        )
+
+
+def min_region_for(
+    spec: dict[str, Any],
+    files: dict[str, str],
+    arch: str | None = None,
+    limits: SandboxLimits | None = None,
+) -> tuple[int, int]:
+    """The smallest near-square region whose memory fits the model (traces the model once)."""
+    from compiler.oom import smallest_region
+    from compiler.planner import compile_options
+
+    arch_info = get_arch_info(_arch_name(spec, arch))
+    graph, _, _ = trace_job(spec, files, limits)
+    options = compile_options(spec)
+    side = max(1, math.isqrt(max(1, _total_bytes_estimate(graph) // arch_info.sram_bytes)))
+    found = smallest_region(graph, options, arch_info, (side, side))
+    if found is None:
+        raise InvalidSpec(
+            "the model does not fit on a whole wafer in this execution mode; "
+            "use execution_mode: weight_streaming"
+        )
+    return found
+
+
+def _total_bytes_estimate(graph: dict[str, Any]) -> int:
+    from compiler.ir import tensor_bytes
+
+    return sum(tensor_bytes(i["shape"], i["dtype"]) for i in graph["inputs"])
+
+
+__all__ = ["CompileResult", "compile_job", "min_region_for", "trace_job", "COMPILER_VERSION"]

@@ -1,0 +1,147 @@
+"""FX GraphModule (from make_fx) -> SAM-IR JSON dict (see `compiler.ir`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+from compiler.ir import FORMAT, encode_arg
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+_PREFIX = {"param": "p", "buffer": "b", "opt_state": "s", "input": "x", "target": "y"}
+_FIXED_NAMES = {"step": "step", "input": "inputs", "target": "targets"}
+
+
+def fx_to_ir(
+    gm: torch.fx.GraphModule,
+    described: list[tuple[str, str]],
+    layout: Any,
+    user_files: tuple[str, ...],
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Convert; returns (graph, constant tensors by input name). Node names become n0, n1, ..."""
+    names: dict[torch.fx.Node, str] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    inputs = _placeholder_inputs(placeholders, described, names)
+    nodes: list[dict[str, Any]] = []
+    constants: dict[str, np.ndarray] = {}
+
+    def name_of(value: Any) -> str | None:
+        return names.get(value) if isinstance(value, torch.fx.Node) else None
+
+    output_node = None
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            inputs.append(_constant_input(gm, node, names, constants))
+        elif node.op == "call_function":
+            names[node] = f"n{len(nodes)}"
+            nodes.append(_ir_node(node, names[node], name_of, user_files))
+        elif node.op == "output":
+            output_node = node
+    outputs = _outputs(output_node, names, layout)
+    return {"format": FORMAT, "inputs": inputs, "nodes": nodes, "outputs": outputs}, constants
+
+
+def _placeholder_inputs(
+    placeholders: list[torch.fx.Node], described: list[tuple[str, str]], names: dict
+) -> list[dict[str, Any]]:
+    """IR inputs p0.., b0.., s0.., step, inputs, targets in the step function's order."""
+    counters: dict[str, int] = {}
+    inputs = []
+    for node, (role, source) in zip(placeholders, described, strict=True):
+        index = counters.get(role, 0)
+        counters[role] = index + 1
+        names[node] = _FIXED_NAMES.get(role) or f"{_PREFIX[role]}{index}"
+        inputs.append(
+            {"name": names[node], "role": role, **_meta_shape(node), "source_name": source}
+        )
+    return inputs
+
+
+def _constant_input(
+    gm: torch.fx.GraphModule, node: torch.fx.Node, names: dict, constants: dict
+) -> dict[str, Any]:
+    """A tensor constant captured by tracing becomes a `constant` input with its value."""
+    name = f"c{len(constants)}"
+    value = getattr(gm, str(node.target))
+    constants[name] = value.detach().cpu().numpy().copy()
+    names[node] = name
+    return {
+        "name": name,
+        "role": "constant",
+        "shape": list(value.shape),
+        "dtype": _dtype(value.dtype),
+        "source_name": str(node.target),
+    }
+
+
+def _ir_node(node: torch.fx.Node, name: str, name_of: Any, user_files: tuple[str, ...]) -> dict:
+    return {
+        "name": name,
+        "target": target_name(node.target),
+        "args": encode_arg(list(node.args), name_of),
+        "kwargs": encode_arg(dict(node.kwargs), name_of),
+        **_meta_shape(node),
+        "kernel": None,
+        "source": source_line(node.meta.get("stack_trace"), user_files),
+    }
+
+
+def _outputs(output_node: Any, names: dict, layout: Any) -> list[dict[str, Any]]:
+    flat = list(torch.utils._pytree.tree_leaves(output_node.args[0]))
+    roles = ["loss"] + ["param"] * len(layout.param_names)
+    labels = ["loss"] + list(layout.param_names)
+    for p in layout.param_names:
+        for s in layout.state_names:
+            roles.append("opt_state")
+            labels.append(f"{p}.{s}")
+    roles += ["buffer"] * len(layout.buffer_names)
+    labels += list(layout.buffer_names)
+    return [
+        {"role": r, "ref": names[v], "name": label}
+        for r, v, label in zip(roles, flat, labels, strict=False)
+    ]
+
+
+def target_name(target: Any) -> str:
+    """'aten.addmm.default' for an OpOverload, 'getitem' for operator.getitem."""
+    if getattr(target, "__name__", "") == "getitem":
+        return "getitem"
+    return str(target)
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _meta_shape(node: torch.fx.Node) -> dict[str, Any]:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        return {"shape": _dims(value), "dtype": _dtype(value.dtype)}
+    if isinstance(value, (tuple, list)):
+        tensors = [v for v in value if isinstance(v, torch.Tensor)]
+        if len(tensors) == len(value):
+            return {"shapes": [_dims(v) for v in value], "dtypes": [_dtype(v.dtype) for v in value]}
+    return {"shape": None, "dtype": None}
+
+
+def _dims(value: torch.Tensor) -> list[int | None]:
+    """Static sizes; a data-dependent size (an unbacked SymInt, e.g. after nonzero) is None."""
+    return [d if isinstance(d, int) else None for d in value.shape]
+
+
+def source_line(stack_trace: str | None, user_files: tuple[str, ...]) -> str | None:
+    """'model.py:12 in forward' for the innermost frame in a user file (or compiler/builtins.py)."""
+    if not stack_trace:
+        return None
+    wanted = {name.rsplit("/", 1)[-1] for name in user_files} | {"builtins.py"}
+    best = None
+    for path, line, func in _FRAME.findall(stack_trace):
+        base = path.rsplit("/", 1)[-1]
+        if base in wanted and (base != "builtins.py" or "/compiler/" in path):
+            best = f"{base}:{line} in {func}"
+    return best

@@ -1,0 +1,46 @@
+"""Turning a job spec into an nn.Module: a built-in family, or a class from an uploaded file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from compiler.builtins import BUILTIN_MODELS, builtin_kwargs
+from compiler.errors import InvalidSpec
+from compiler.user_code import (
+    load_batch_function,
+    load_user_module,
+    user_code_error,
+    user_traceback,
+)
+
+__all__ = ["build_model", "load_batch_function", "load_user_module", "user_traceback"]
+
+
+def build_model(
+    spec: dict[str, Any], files: dict[str, str] | None = None, source_dir: Path | None = None
+) -> nn.Module:
+    """`torch.manual_seed(seed); Net(**kwargs)` for the spec's model (a built-in or a user class)."""
+    model_spec = spec["model"]
+    seed = int(spec.get("train", {}).get("seed", 0))
+    if model_spec.get("builtin"):
+        cls: Any = BUILTIN_MODELS[model_spec["builtin"]]
+        kwargs = builtin_kwargs(spec)
+    else:
+        module = load_user_module(files or {}, model_spec["file"], source_dir)
+        class_name = model_spec.get("class") or model_spec.get("class_")
+        cls = getattr(module, str(class_name), None)
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise InvalidSpec(
+                f"{model_spec['file']} defines no nn.Module subclass named {class_name!r}"
+            )
+        kwargs = dict(model_spec.get("kwargs") or {})
+    torch.manual_seed(seed)
+    try:
+        model = cls(**kwargs)
+    except Exception as exc:
+        raise user_code_error(f"building {cls.__name__}(**{kwargs})", exc) from exc
+    return model.train()

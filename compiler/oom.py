@@ -1,0 +1,131 @@
+"""Building `compile_oom` errors: the kernel, its bytes per PE by category, the limit, and the
+smallest region that fits (or the weight_streaming alternative)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from compiler.arch import ArchInfo
+from compiler.errors import CompileOOM
+
+
+def _kernel_label(graph: dict[str, Any], planned: Any) -> str:
+    nodes = {n["name"]: n for n in graph["nodes"]} if graph else {}
+    sources = [nodes[n].get("source") for n in planned.kernel.nodes if n in nodes]
+    source = next((s for s in sources if s), None)
+    return f"{planned.kernel.id} ({planned.kernel.op}{', ' + source if source else ''})"
+
+
+def oom_error(
+    graph,
+    planned: list,
+    options: dict[str, Any],
+    arch: ArchInfo,
+    region: tuple[int, int],
+    culprit: int | None = None,
+    area: int | None = None,
+) -> CompileOOM:
+    """The pipelined plan does not fit: name the worst kernel and the smallest region that fits."""
+    rows, cols = region
+    totals = [p.memory.total() for p in planned]
+    if culprit is None:
+        culprit = max(range(len(planned)), key=lambda i: totals[i])
+        area = max(1, (rows * cols * totals[culprit]) // max(1, sum(totals)))
+    worst = planned[culprit]
+    per_pe = worst.memory.per_pe(area or 1, arch.sram_reserved_bytes)
+    needed = sum(per_pe.values())
+    smallest = smallest_region(graph, options, arch, region)
+    streaming_fits = (not options.get("streaming")) and _streaming_fits(
+        graph, options, arch, region
+    )
+    parts = " + ".join(f"{k} {v}" for k, v in per_pe.items())
+    fix = (
+        f"Smallest region that fits: {smallest[0]}x{smallest[1]} ({smallest[0] * smallest[1]} PEs)"
+        if smallest
+        else "The model does not fit even on a whole wafer in pipelined mode"
+    )
+    if streaming_fits:
+        fix += "; or set compile_options.execution_mode: weight_streaming (fits this region)"
+    fix += "; or reduce batch_size / model size."
+    message = (
+        f"kernel {_kernel_label(graph, worst)} needs {needed} bytes/PE ({parts}) > "
+        f"{arch.sram_bytes} bytes/PE on a {rows}x{cols} region. {fix}"
+    )
+    return CompileOOM(
+        message,
+        {
+            "kernel": worst.kernel.id,
+            "op": worst.kernel.op,
+            "bytes_per_pe": per_pe,
+            "needed_bytes_per_pe": needed,
+            "limit_bytes_per_pe": arch.sram_bytes,
+            "region": {"rows": rows, "cols": cols},
+            "smallest_region": {"rows": smallest[0], "cols": smallest[1]} if smallest else None,
+            "weight_streaming_fits": streaming_fits,
+            "total_bytes": sum(totals),
+        },
+    )
+
+
+def streaming_oom(
+    planned: list, worst: Any, options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+) -> CompileOOM:
+    """Weight streaming does not fit: activations or one kernel's weights are too big."""
+    rows, cols = region
+    parts = " + ".join(f"{k} {v}" for k, v in worst.per_pe.items())
+    needed = sum(worst.per_pe.values())
+    factor = needed / max(1, arch.sram_bytes - 0)
+    side = math.ceil(math.sqrt(factor) * max(rows, cols)) + 1
+    return CompileOOM(
+        f"kernel {worst.kernel.id} ({worst.kernel.op}) needs {needed} bytes/PE ({parts}) > "
+        f"{arch.sram_bytes} bytes/PE on a {rows}x{cols} region even with weight streaming; "
+        f"use a larger region (about {side}x{side}) or a smaller batch_size.",
+        {
+            "kernel": worst.kernel.id,
+            "op": worst.kernel.op,
+            "bytes_per_pe": worst.per_pe,
+            "needed_bytes_per_pe": needed,
+            "limit_bytes_per_pe": arch.sram_bytes,
+            "region": {"rows": rows, "cols": cols},
+            "weight_streaming_fits": False,
+        },
+    )
+
+
+def _try(graph, options, arch, region) -> bool:
+    from compiler.planner import plan_compile
+
+    try:
+        plan_compile(graph, options, arch, region, do_placement=True, explain=False)
+    except CompileOOM:
+        return False
+    return True
+
+
+def _streaming_fits(graph, options, arch, region) -> bool:
+    return _try(graph, dict(options, streaming=True), arch, region)
+
+
+def smallest_region(
+    graph, options, arch: ArchInfo, region: tuple[int, int]
+) -> tuple[int, int] | None:
+    """The smallest region with the requested aspect ratio (capped by the wafer) that fits."""
+    rows, cols = region
+
+    def shape(scale: float) -> tuple[int, int]:
+        return (
+            min(arch.rows, max(1, math.ceil(rows * scale))),
+            min(arch.cols, max(1, math.ceil(cols * scale))),
+        )
+
+    if not _try(graph, options, arch, (arch.rows, arch.cols)):
+        return None
+    lo, hi = 1.0, max(arch.rows / rows, arch.cols / cols)
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        if _try(graph, options, arch, shape(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return shape(hi)

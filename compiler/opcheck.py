@@ -1,0 +1,143 @@
+"""Checking a graph against SUPPORTED_OPS, and finding unsupported ops when tracing fails.
+
+Every violation is collected and raised at once as one `UnsupportedOperator` whose details list
+each op with its input shapes, the user's source line and a rewrite suggestion.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import UnsupportedOperator
+from compiler.ops import SUPPORTED_OPS, suggestion_for
+
+
+def check_supported(graph: dict[str, Any]) -> None:
+    """Raise UnsupportedOperator listing every node whose target is not in SUPPORTED_OPS."""
+    shapes = {i["name"]: i.get("shape") for i in graph["inputs"]}
+    found: list[dict[str, Any]] = []
+    for node in graph["nodes"]:
+        shapes[node["name"]] = node.get("shape")
+        if node["target"] in SUPPORTED_OPS:
+            continue
+        arg_shapes = [shapes.get(a["ref"]) for a in _top_refs(node["args"])]
+        found.append(_violation(node["target"], arg_shapes, node.get("source")))
+    aten = [f for f in found if f["op"].startswith("aten.")]
+    if found:
+        # Python-level shape arithmetic (SymInt mul/add) only matters when nothing else explains it.
+        raise unsupported_error(aten or found)
+
+
+def _top_refs(args: list[Any]) -> list[dict[str, str]]:
+    refs = []
+    for a in args:
+        if isinstance(a, dict) and "ref" in a:
+            refs.append(a)
+        elif isinstance(a, list):
+            refs.extend(x for x in a if isinstance(x, dict) and "ref" in x)
+    return refs
+
+
+def _violation(target: str, shapes: list[Any], source: str | None) -> dict[str, Any]:
+    hint: str | None
+    if not target.startswith("aten.") and target != "getitem":
+        hint = "Python arithmetic on a data-dependent size; keep shapes static"
+    else:
+        hint = suggestion_for(target)
+    return {
+        "op": target,
+        "input_shapes": shapes,
+        "source": source or "backward pass",
+        "suggestion": hint,
+    }
+
+
+def unsupported_error(found: list[dict[str, Any]]) -> UnsupportedOperator:
+    """One error naming every distinct (op, source line) pair."""
+    unique: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for item in found:
+        unique.setdefault((item["op"], item["source"]), item)
+    items = list(unique.values())
+    lines = []
+    for item in items:
+        where = item["source"]
+        hint = f" - {item['suggestion']}" if item["suggestion"] else ""
+        lines.append(f"  {item['op']} at {where} (inputs {item['input_shapes']}){hint}")
+    message = (
+        f"the training step uses {len(items)} operator(s) with no wafer kernel; "
+        "rewrite them:\n" + "\n".join(lines)
+    )
+    return UnsupportedOperator(message, {"ops": items})
+
+
+def scan_unsupported_eagerly(
+    step_fn: Any, flat: list[Any], user_files: tuple[str, ...], cause: BaseException
+) -> None:
+    """Run step_fn once on real tensors recording every ATen op; raise if any is unsupported.
+
+    Used when make_fx fails (data-dependent ops such as nonzero stop fake tracing). Returns
+    normally when every recorded op is supported, so the caller reports the original failure.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    wanted = {Path(n).name for n in user_files} | {"builtins.py"}
+    found: list[dict[str, Any]] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = str(func)
+            if name not in SUPPORTED_OPS and not _is_benign(name):
+                shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+                found.append(_violation(name, shapes, _user_frame(wanted)))
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with Recorder():
+            step_fn(*[t.clone() for t in flat])
+    except Exception:
+        pass  # the recorder has what it saw up to the failure
+    if found:
+        raise unsupported_error(found) from cause
+
+
+def _is_benign(name: str) -> bool:
+    """Ops seen eagerly that tracing turns into supported ones (in-place forms, decomposable ops,
+    allocation and view bookkeeping)."""
+    from compiler.ops import decomposable_op_names
+
+    functional = name.replace("_.", ".", 1) if "_." in name else name
+    base = name.split(".")[1] if name.count(".") >= 2 else name
+    return functional in SUPPORTED_OPS or name in decomposable_op_names() or base in _BOOKKEEPING
+
+
+_BOOKKEEPING = frozenset(
+    {
+        "detach",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "new_zeros",
+        "new_ones",
+        "lift_fresh",
+        "lift",
+        "as_strided",
+        "_reshape_alias",
+        "copy_",
+        "fill_",
+        "zero_",
+        "set_",
+    }
+)
+
+
+def _user_frame(wanted: set[str]) -> str | None:
+    for frame in reversed(traceback.extract_stack()):
+        base = Path(frame.filename).name
+        if base in wanted and (base != "builtins.py" or "/compiler/" in frame.filename):
+            return f"{base}:{frame.lineno} in {frame.name}"
+    return None

@@ -1,0 +1,1 @@
+"""Compiler passes over SAM-IR: fusion into kernels, cost, memory planning, sizing, placement."""

@@ -1,0 +1,61 @@
+"""FLOPs of each IR node (the cost model behind kernel sizing and cycle estimates)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from compiler.ir import iter_refs
+from compiler.ops import op_class
+
+_FLOPS_PER_ELEMENT = {
+    "aten._softmax.default": 5,
+    "aten._softmax_backward_data.default": 4,
+    "aten._log_softmax.default": 5,
+    "aten._log_softmax_backward_data.default": 4,
+    "aten.native_layer_norm.default": 8,
+    "aten.native_layer_norm_backward.default": 12,
+    "aten.nll_loss_forward.default": 1,
+    "aten.nll_loss_backward.default": 1,
+    "aten.mse_loss.default": 3,
+    "aten.mse_loss_backward.default": 3,
+    "aten.gelu.default": 8,
+    "aten.gelu_backward.default": 12,
+}
+
+
+def shape_table(graph: dict[str, Any]) -> dict[str, list[int] | None]:
+    """value name -> shape (first element's shape for tuple outputs)."""
+    table: dict[str, list[int] | None] = {i["name"]: i["shape"] for i in graph["inputs"]}
+    for node in graph["nodes"]:
+        table[node["name"]] = node.get("shape") or (node.get("shapes") or [None])[0]
+    return table
+
+
+def node_flops(node: dict[str, Any], shapes: dict[str, list[int] | None]) -> int:
+    """Floating-point operations of one node (multiply-add = 2)."""
+    target = node["target"]
+    ins = [shapes.get(r) or [] for r in iter_refs(node["args"])]
+    out = node.get("shape") or (node.get("shapes") or [[]])[0] or []
+    numel = math.prod(out) if out else 1
+    kind = op_class(target)
+    if target == "aten.mm.default" and len(ins) >= 2:
+        return 2 * math.prod(ins[0]) * ins[1][-1]
+    if target == "aten.addmm.default" and len(ins) >= 3:
+        return 2 * math.prod(ins[1]) * ins[2][-1] + numel
+    if target == "aten.bmm.default" and len(ins) >= 2:
+        return 2 * math.prod(ins[0]) * ins[1][-1]
+    if target == "aten.convolution.default" and len(ins) >= 2:
+        return 2 * numel * math.prod(ins[1][1:])
+    if target == "aten.convolution_backward.default" and len(ins) >= 3:
+        return 4 * math.prod(ins[0]) * math.prod(ins[2][1:])
+    if target in _FLOPS_PER_ELEMENT:
+        biggest = max([math.prod(s) for s in ins if s] + [numel])
+        return _FLOPS_PER_ELEMENT[target] * biggest
+    if kind in ("embedding", "pool"):
+        return max([math.prod(s) for s in ins if s] + [numel])
+    if kind == "reduction":
+        return math.prod(ins[0]) if ins and ins[0] else numel
+    if kind in ("view", "creation"):
+        return 0
+    return numel
