@@ -53,8 +53,8 @@ def submit(
     request.app.state.submits_total.inc()
     # A ready JSONResponse skips re-validating our own output against the response model
     # (documented above for OpenAPI): it is the hot path of the submit benchmark.
-    return JSONResponse(job_view(result.job), status_code=201 if result.created else 200,
-                        headers={"Location": f"/api/v1/jobs/{result.job.id}"})
+    return JSONResponse(result.view, status_code=201 if result.created else 200,
+                        headers={"Location": f"/api/v1/jobs/{result.job_id}"})
 
 
 @router.get("/jobs", response_model=JobPage)

@@ -19,6 +19,16 @@ ADMIN_NAME = "admin"
 
 
 @dataclass(frozen=True)
+class TenantQuota:
+    """The caller's tenant limits, read together with the token (None = no limit)."""
+
+    max_pes: int | None
+    max_running_jobs: int | None
+    max_queued_jobs: int | None
+    share: float
+
+
+@dataclass(frozen=True)
 class Principal:
     """Who is calling: a user of a tenant, or an admin (who may have no tenant)."""
 
@@ -27,6 +37,7 @@ class Principal:
     role: str
     tenant_id: int | None
     tenant: str | None
+    quota: TenantQuota | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -50,19 +61,25 @@ def issue_token(session: Session, *, user: User, token: str | None = None) -> st
     return token
 
 
+# One statement per request: token, user and tenant limits together (every call pays for this).
+_AUTH_QUERY = (
+    select(ApiToken.token_hash, ApiToken.revoked_at, User.id, User.name, User.role, User.tenant_id,
+           Tenant.name, Tenant.max_pes, Tenant.max_running_jobs, Tenant.max_queued_jobs, Tenant.share)
+    .join(User, ApiToken.user_id == User.id)
+    .outerjoin(Tenant, User.tenant_id == Tenant.id)
+)
+
+
 def authenticate(session: Session, *, token: str | None) -> Principal:
     """The principal owning `token`, or `Unauthorized`."""
     if not token:
         raise Unauthorized("send 'Authorization: Bearer <token>'; `sam admin user create` makes one")
     digest = hash_token(token)
-    row = session.execute(
-        select(ApiToken).where(ApiToken.token_hash == digest)
-    ).scalar_one_or_none()
-    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_hash, digest):
+    row = session.execute(_AUTH_QUERY.where(ApiToken.token_hash == digest)).first()
+    if row is None or row[1] is not None or not hmac.compare_digest(row[0], digest):
         raise Unauthorized("the token is unknown or revoked; ask an admin for a new one")
-    user = row.user
-    tenant = user.tenant
-    return Principal(user.id, user.name, user.role, user.tenant_id, tenant.name if tenant else None)
+    quota = TenantQuota(row[7], row[8], row[9], row[10]) if row[5] is not None else None
+    return Principal(row[2], row[3], row[4], row[5], row[6], quota)
 
 
 def revoke_token(session: Session, *, token: str) -> None:
