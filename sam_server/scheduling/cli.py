@@ -62,8 +62,15 @@ def sim(
     if output == "json":
         click.echo(json.dumps(figures))
         return
-    click.echo(f"# {len(jobs)} jobs on {wafers} x {wafer_rows}x{wafer_cols} PEs, "
-               f"{pes_per_proc} PEs per processor", err=True)
+    click.echo(
+        f"# {len(jobs)} jobs on {wafers} x {wafer_rows}x{wafer_cols} PEs, "
+        f"{pes_per_proc} PEs per processor",
+        err=True,
+    )
     for key, value in figures.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         click.echo(f"{key:<22} {shown}")
+
+
+if __name__ == "__main__":
+    sim()

@@ -24,6 +24,14 @@ class ClusterView:
     shapes: list[tuple[int, int]]
     dispatched: set[JobId] = field(default_factory=set)
     preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
+    most_free: int = 0
+    largest: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        usable = [s for s in self.spaces if s is not None]
+        self.most_free = max((s.free_pes for s in usable), default=0)
+        rects = [s.largest_free_rect() for s in usable]
+        self.largest = max(rects, key=lambda rc: rc[0] * rc[1], default=(0, 0))
 
 
 def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
@@ -31,12 +39,9 @@ def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
     if not any(r >= job.rows and c >= job.cols for r, c in view.shapes):
         return [reasons.wafer_unavailable(job.rows, job.cols)]
     if not view.fit_now.fits(job.rows, job.cols):
-        usable = [s for s in view.spaces if s is not None]
-        most_free = max((s.free_pes for s in usable), default=0)
-        if most_free < job.pes:
-            return [reasons.resources(job.pes, most_free)]
-        largest = max((s.largest_free_rect() for s in usable), key=lambda rc: rc[0] * rc[1])
-        return [reasons.fragmented(job.rows, job.cols, largest)]
+        if view.most_free < job.pes:
+            return [reasons.resources(job.pes, view.most_free)]
+        return [reasons.fragmented(job.rows, job.cols, view.largest)]
     res = view.reservation
     if res is not None and res.job_id != job.id and now + job.time_limit_s > res.start_time:
         if not view.fit_long.fits(job.rows, job.cols):

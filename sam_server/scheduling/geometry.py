@@ -1,90 +1,78 @@
 """Free space of one wafer as its set of maximal empty rectangles (MERs).
 
-A rectangle is an int array row ``[r0, c0, r1, c1]`` (half-open: rows r0..r1-1, cols c0..c1-1).
-The MER set is kept by the MaxRects rule: occupying a rectangle P splits every MER it touches into
-the (up to four) pieces left of, right of, above and below P, and drops pieces contained in
-another MER. Every free placement of a shape lies inside some MER, so the set gives complete
-recognition: a shape fits the wafer exactly when some MER is at least that tall and that wide.
+A MER is a tuple ``(r0, c0, r1, c1)`` (half-open: rows r0..r1-1, cols c0..c1-1). The set is kept
+by the MaxRects rule: occupying a rectangle P splits every MER it touches into the (up to four)
+pieces left of, right of, above and below P, and drops pieces contained in another MER. Every
+free placement of a shape lies inside some MER, so the set gives complete recognition: a shape
+fits the wafer exactly when some MER is at least that tall and that wide.
+
+Wafers hold tens of jobs, so the sets are small (tens to a few hundred MERs): plain tuples beat
+numpy here by an order of magnitude; numpy is used only to score many placements at once.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
 Rect = tuple[int, int, int, int]
 """(row, col, rows, cols)."""
+Mer = tuple[int, int, int, int]
+"""(r0, c0, r1, c1), half-open."""
 
 
-def _contains(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """[len(inner), len(outer)] bool: inner[i] lies inside outer[j]."""
-    a = inner[:, None, :]
-    b = outer[None, :, :]
-    inside = (b[..., 0] <= a[..., 0]) & (b[..., 1] <= a[..., 1])
-    inside &= (b[..., 2] >= a[..., 2]) & (b[..., 3] >= a[..., 3])
-    return inside
-
-
-def _drop_contained(pieces: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """Pieces ([k, 4]) not inside another piece or inside one of `others` ([m, 4]).
-
-    Of several equal pieces the first is kept.
-    """
-    k = len(pieces)
-    if k == 0:
-        return pieces
-    inside = _contains(pieces, pieces)
-    equal = inside & inside.T
-    # drop i if inside a different piece, or equal to an earlier one (j < i)
-    drop = (inside & ~equal) | (equal & np.tri(k, k, -1, dtype=bool))
-    dropped = drop.any(axis=1)
-    if len(others):
-        dropped |= _contains(others, pieces).any(axis=1)
-    return pieces[~dropped]
-
-
-def occupy(mers: np.ndarray, rect: Rect) -> np.ndarray:
-    """The MER set ([m, 4]) after `rect` (row, col, rows, cols) becomes occupied."""
+def occupy(mers: tuple[Mer, ...], rect: Rect) -> tuple[Mer, ...]:
+    """The MER set after `rect` (row, col, rows, cols) becomes occupied."""
     pr0, pc0 = rect[0], rect[1]
     pr1, pc1 = pr0 + rect[2], pc0 + rect[3]
-    hit = (mers[:, 0] < pr1) & (mers[:, 2] > pr0) & (mers[:, 1] < pc1) & (mers[:, 3] > pc0)
-    if not hit.any():
-        return mers
-    keep, cut = mers[~hit], mers[hit]
-    k = len(cut)
-    pieces = np.tile(cut, (4, 1))
-    pieces[:k, 2] = pr0  # above the rectangle
-    pieces[k : 2 * k, 0] = pr1  # below
-    pieces[2 * k : 3 * k, 3] = pc0  # left of it
-    pieces[3 * k :, 1] = pc1  # right of it
-    pieces = pieces[(pieces[:, 2] > pieces[:, 0]) & (pieces[:, 3] > pieces[:, 1])]
-    return np.concatenate([keep, _drop_contained(pieces, keep)])
-
-
-def _sorted(mers: np.ndarray) -> np.ndarray:
-    """MERs in a canonical order (by r0, c0, r1, c1) so that results never depend on history."""
-    if len(mers) == 0:
-        return mers
-    return mers[np.lexsort((mers[:, 3], mers[:, 2], mers[:, 1], mers[:, 0]))]
+    keep: list[Mer] = []
+    pieces: set[Mer] = set()
+    for m in mers:
+        r0, c0, r1, c1 = m
+        if r0 >= pr1 or r1 <= pr0 or c0 >= pc1 or c1 <= pc0:
+            keep.append(m)
+            continue
+        if pr0 > r0:
+            pieces.add((r0, c0, pr0, c1))
+        if r1 > pr1:
+            pieces.add((pr1, c0, r1, c1))
+        if pc0 > c0:
+            pieces.add((r0, c0, r1, pc0))
+        if c1 > pc1:
+            pieces.add((r0, pc1, r1, c1))
+    if not pieces:
+        return tuple(keep)
+    # An untouched MER can only contain a piece if it borders P on the piece's side (e.g. the
+    # piece above P ends at row pr0, and so must any MER containing it without touching P).
+    border = [q for q in keep if q[2] == pr0 or q[0] == pr1 or q[3] == pc0 or q[1] == pc1]
+    # largest first, so a piece is only ever tested against pieces that could contain it
+    ordered = sorted(pieces, key=lambda p: ((p[2] - p[0]) * (p[3] - p[1]), p), reverse=True)
+    accepted: list[Mer] = []
+    for a0, b0, a1, b1 in ordered:
+        if any(q[0] <= a0 and q[1] <= b0 and q[2] >= a1 and q[3] >= b1 for q in accepted):
+            continue
+        if any(q[0] <= a0 and q[1] <= b0 and q[2] >= a1 and q[3] >= b1 for q in border):
+            continue
+        accepted.append((a0, b0, a1, b1))
+    return tuple(keep + accepted)
 
 
 @lru_cache(maxsize=4096)
-def _mers_cached(rows: int, cols: int, rects: tuple[Rect, ...]) -> np.ndarray:
-    mers = np.array([[0, 0, rows, cols]], dtype=np.int64)
+def _mers_cached(rows: int, cols: int, rects: tuple[Rect, ...]) -> tuple[Mer, ...]:
+    mers: tuple[Mer, ...] = ((0, 0, rows, cols),)
     for rect in rects:
         mers = occupy(mers, rect)
-        if len(mers) == 0:
+        if not mers:
             break
-    mers = _sorted(mers)
-    mers.setflags(write=False)
-    return mers
+    return tuple(sorted(mers))
 
 
-def maximal_empty_rects(rows: int, cols: int, rects: Iterable[Rect]) -> np.ndarray:
-    """The MERs ([m, 4] int64, read-only) of a rows x cols wafer with `rects` occupied.
+def maximal_empty_rects(rows: int, cols: int, rects: Iterable[Rect]) -> tuple[Mer, ...]:
+    """The MERs, sorted, of a rows x cols wafer with `rects` (row, col, rows, cols) occupied.
 
     Pure and memoized on (rows, cols, sorted rects): a wafer whose allocations did not change
     since the last cycle costs nothing.
@@ -93,14 +81,21 @@ def maximal_empty_rects(rows: int, cols: int, rects: Iterable[Rect]) -> np.ndarr
     return _mers_cached(rows, cols, clipped)
 
 
+def fits_in(mers: Iterable[Mer], rows: int, cols: int) -> bool:
+    """Whether some MER is at least rows tall and cols wide."""
+    return any(m[2] - m[0] >= rows and m[3] - m[1] >= cols for m in mers)
+
+
 @dataclass
 class FreeSpace:
     """The free space of one wafer while a plan is being built (mutable, local to one plan)."""
 
     rows: int
     cols: int
-    mers: np.ndarray
+    mers: tuple[Mer, ...]
     free_pes: int
+    _array: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _frontier: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, rows: int, cols: int, rects: Iterable[Rect]) -> FreeSpace:
@@ -110,28 +105,44 @@ class FreeSpace:
         return cls(rows, cols, maximal_empty_rects(rows, cols, rect_list), rows * cols - used)
 
     def copy(self) -> FreeSpace:
-        """An independent copy (the MER array is never written in place, so it is shared)."""
-        return FreeSpace(self.rows, self.cols, self.mers, self.free_pes)
+        """An independent copy (MER tuples are immutable, so they are shared)."""
+        return FreeSpace(
+            self.rows, self.cols, self.mers, self.free_pes, self._array, self._frontier
+        )
+
+    def array(self) -> np.ndarray:
+        """The MERs as an int64 array [m, 4] of (r0, c0, r1, c1), for vectorized scoring."""
+        if self._array is None:
+            self._array = np.array(self.mers, dtype=np.int64).reshape(-1, 4)
+        return self._array
+
+    def frontier(self) -> list[tuple[int, int]]:
+        """The Pareto front of MER (height, width): heights ascending, widths descending.
+
+        Cached until the free space changes; (r, c) fits iff some pair has h >= r and w >= c.
+        """
+        if self._frontier is None:
+            self._frontier = pareto_front((m[2] - m[0], m[3] - m[1]) for m in self.mers)
+        return self._frontier
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether a rows x cols rectangle fits somewhere in the free space now."""
-        m = self.mers
-        return bool(len(m)) and bool(((m[:, 2] - m[:, 0] >= rows) & (m[:, 3] - m[:, 1] >= cols)).any())
+        return front_fits(self.frontier(), rows, cols)
 
     def occupy(self, rect: Rect, counts_as_used: bool = True) -> None:
         """Mark `rect` (row, col, rows, cols) occupied; it must lie in free space."""
         self.mers = occupy(self.mers, rect)
+        self._array = None
+        self._frontier = None
         if counts_as_used:
             self.free_pes -= rect[2] * rect[3]
 
     def largest_free_rect(self) -> tuple[int, int]:
         """(rows, cols) of the largest free rectangle by area, (0, 0) when the wafer is full."""
-        m = self.mers
-        if len(m) == 0:
+        if not self.mers:
             return (0, 0)
-        areas = (m[:, 2] - m[:, 0]) * (m[:, 3] - m[:, 1])
-        i = int(np.argmax(areas))
-        return (int(m[i, 2] - m[i, 0]), int(m[i, 3] - m[i, 1]))
+        m = max(self.mers, key=lambda q: ((q[2] - q[0]) * (q[3] - q[1]), -q[0], -q[1]))
+        return (m[2] - m[0], m[3] - m[1])
 
     def fragmentation(self) -> float:
         """1 - largest free rectangle / free PEs, in [0, 1]; 0 when nothing is free."""
@@ -141,21 +152,22 @@ class FreeSpace:
         return max(0.0, 1.0 - (r * c) / self.free_pes)
 
 
-def shape_frontier(spaces: Iterable[FreeSpace]) -> tuple[list[int], list[int]]:
-    """A fast 'fits anywhere?' index over several free spaces.
+def pareto_front(shapes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (height, width) pairs no other pair dominates: heights ascending, widths descending."""
+    front: list[tuple[int, int]] = []
+    for h, w in sorted(shapes, key=lambda hw: (-hw[0], -hw[1])):
+        if not front or w > front[-1][1]:
+            front.append((h, w))
+    front.reverse()
+    return front
 
-    Returns (heights ascending, best_width) where best_width[i] is the widest MER among those at
-    least heights[i] tall, so (r, c) fits somewhere iff for the first i with heights[i] >= r,
-    best_width[i] >= c.
-    """
-    best: dict[int, int] = {}
-    for space in spaces:
-        m = space.mers
-        for h, w in zip((m[:, 2] - m[:, 0]).tolist(), (m[:, 3] - m[:, 1]).tolist(), strict=True):
-            if best.get(h, 0) < w:
-                best[h] = w
-    heights = sorted(best)
-    widths = [best[h] for h in heights]
-    for i in range(len(widths) - 2, -1, -1):
-        widths[i] = max(widths[i], widths[i + 1])
-    return heights, widths
+
+def front_fits(front: list[tuple[int, int]], rows: int, cols: int) -> bool:
+    """Whether a Pareto front (from `pareto_front`) holds a rows x cols shape."""
+    i = bisect_left(front, (rows, 0))
+    return i < len(front) and front[i][1] >= cols
+
+
+def shape_frontier(spaces: Iterable[FreeSpace]) -> list[tuple[int, int]]:
+    """One Pareto front over several free spaces: a shape fits one of them iff it fits this."""
+    return pareto_front(hw for space in spaces for hw in space.frontier())

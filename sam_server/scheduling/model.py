@@ -114,6 +114,9 @@ class PolicyConfig:
     - size_horizon_s: the time scale of the size factor (a job of the whole cluster for this long
       scores 0).
     - user_share_weight: how much the user's share within the tenant moves the fair-share factor.
+    - reserve_after_s: only a job that has been eligible this long gets the reservation (as
+      Slurm's bf_min_age_reserve): a small job blocked for a moment does not take it from a
+      large job that has waited; 0 is classic EASY (the first blocked job reserves).
     - eta_depth: ETAs are estimated for this many jobs at the head of the queue (others None).
     """
 
@@ -129,6 +132,7 @@ class PolicyConfig:
     preemption: bool = True
     min_run_before_preempt_s: float = 600.0
     max_preemptions_per_job: int = 3
+    reserve_after_s: float = 600.0
     eta_depth: int = 100_000
 
 
@@ -232,9 +236,17 @@ class Plan:
 
 def fcfs_config() -> PolicyConfig:
     """First come first served with first-fit placement and no backfill (the Cerebras anchor)."""
-    return PolicyConfig(ordering="fifo", placement="first_fit", backfill=False, preemption=False)
+    return PolicyConfig(
+        ordering="fifo",
+        placement="first_fit",
+        backfill=False,
+        preemption=False,
+        reserve_after_s=0.0,
+    )
 
 
 def easy_config() -> PolicyConfig:
     """EASY backfill in submit order with first-fit placement (the Slurm-like anchor)."""
-    return PolicyConfig(ordering="fifo", placement="first_fit", backfill=True, preemption=False)
+    return PolicyConfig(
+        ordering="fifo", placement="first_fit", backfill=True, preemption=False, reserve_after_s=0.0
+    )

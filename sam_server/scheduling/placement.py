@@ -8,13 +8,12 @@ by wafer order, row and column, so the choice is deterministic.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from sam_server.scheduling.geometry import FreeSpace, shape_frontier
+from sam_server.scheduling.geometry import FreeSpace, front_fits, shape_frontier
 
 
 @dataclass(frozen=True)
@@ -34,9 +33,9 @@ def _candidates(mers: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.
     if len(m) == 0:
         return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.int64)
     top, left, bottom, right = m[:, 0], m[:, 1], m[:, 2] - rows, m[:, 3] - cols
-    pos = np.concatenate(
-        [np.stack(p, axis=1) for p in ((top, left), (top, right), (bottom, left), (bottom, right))]
-    )
+    pos = np.empty((4 * len(m), 2), dtype=np.int64)
+    pos[:, 0] = np.concatenate([top, top, bottom, bottom])
+    pos[:, 1] = np.concatenate([left, right, left, right])
     area = np.tile((m[:, 2] - m[:, 0]) * (m[:, 3] - m[:, 1]), 4)
     return pos, area
 
@@ -52,10 +51,10 @@ def largest_after(mers: np.ndarray, pos: np.ndarray, rows: int, cols: int) -> np
     pr1, pc1 = pr0 + rows, pc0 + cols
     h, w = r1 - r0, c1 - c0
     hit = (r0 < pr1) & (r1 > pr0) & (c0 < pc1) & (c1 > pc0)
-    top = np.clip(pr0 - r0, 0, None) * w
-    bottom = np.clip(r1 - pr1, 0, None) * w
-    left = np.clip(pc0 - c0, 0, None) * h
-    right = np.clip(c1 - pc1, 0, None) * h
+    top = np.maximum(pr0 - r0, 0) * w
+    bottom = np.maximum(r1 - pr1, 0) * w
+    left = np.maximum(pc0 - c0, 0) * h
+    right = np.maximum(c1 - pc1, 0) * h
     piece = np.maximum(np.maximum(top, bottom), np.maximum(left, right))
     area = np.where(hit, piece, h * w)
     return area.max(axis=1)
@@ -63,14 +62,15 @@ def largest_after(mers: np.ndarray, pos: np.ndarray, rows: int, cols: int) -> np
 
 def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...], int, int] | None:
     """Best (score, row, col) for a rows x cols job on one wafer, or None if it does not fit."""
-    pos, hole = _candidates(space.mers, rows, cols)
-    if len(pos) == 0:
+    if not space.fits(rows, cols):
         return None
+    mers = space.array()
+    pos, hole = _candidates(mers, rows, cols)
     tight_first = np.argsort(hole, kind="stable")
     pos, hole = pos[tight_first], hole[tight_first]
-    pos, idx = np.unique(pos, axis=0, return_index=True)  # first = tightest hole of a position
-    hole = hole[idx]
-    mers = space.mers
+    key = pos[:, 0] * (space.cols + 1) + pos[:, 1]
+    _, idx = np.unique(key, return_index=True)  # sorted by (row, col); first = tightest hole
+    pos, hole = pos[idx], hole[idx]
     before = int(((mers[:, 2] - mers[:, 0]) * (mers[:, 3] - mers[:, 1])).max())
     shrink = before - largest_after(mers, pos, rows, cols)
     # np.unique sorted pos by (row, col), so lexsort keeps that as the last tie-break.
@@ -80,13 +80,8 @@ def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...]
 
 def first_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[int, int] | None:
     """The topmost, then leftmost free position of a rows x cols job on one wafer, or None."""
-    m = space.mers
-    ok = (m[:, 2] - m[:, 0] >= rows) & (m[:, 3] - m[:, 1] >= cols)
-    if not ok.any():
-        return None
-    corners = m[ok][:, :2]
-    i = int(np.lexsort((corners[:, 1], corners[:, 0]))[0])
-    return int(corners[i, 0]), int(corners[i, 1])
+    corners = [(m[0], m[1]) for m in space.mers if m[2] - m[0] >= rows and m[3] - m[1] >= cols]
+    return min(corners) if corners else None
 
 
 def choose_placement(
@@ -117,12 +112,15 @@ def choose_placement(
 
 
 class FitIndex:
-    """'Can rows x cols fit on any of these wafers?' in O(log m), rebuilt after each change."""
+    """'Can rows x cols fit on any of these wafers?' in O(log m); rebuilt after each change.
+
+    One Pareto front merged from the wafers' own cached fronts, so a rebuild after a start
+    only recomputes the front of the wafer that changed.
+    """
 
     def __init__(self, spaces: Sequence[FreeSpace | None]) -> None:
-        self.heights, self.widths = shape_frontier(s for s in spaces if s is not None)
+        self.front = shape_frontier(s for s in spaces if s is not None)
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether some wafer has a free rectangle at least rows tall and cols wide."""
-        i = bisect_left(self.heights, rows)
-        return i < len(self.heights) and self.widths[i] >= cols
+        return front_fits(self.front, rows, cols)

@@ -4,8 +4,9 @@
 2. Send the highest-priority queued jobs to the free compile slots.
 3. Walk the pending jobs in order. A job within its tenant's quotas starts where it fits
    (best fit or first fit). The first job that does not fit is the top blocked job: it may
-   preempt lower-class jobs (if that is the only way), otherwise it gets a reservation, a
-   concrete rectangle and start time from the running jobs' time limits. Behind it, jobs start
+   preempt lower-class jobs (if that is the only way). Otherwise the first blocked job that has
+   been eligible for `reserve_after_s` gets a reservation, a concrete rectangle and start time
+   from the running jobs' time limits. Behind it, jobs start
    only outside that rectangle or if they end before it starts (EASY backfill in two
    dimensions); without backfill nothing starts behind it.
 4. Explain every job left waiting: all reasons, its position and an ETA.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.model import (
+    CLASS_RANK,
     Job,
     JobExplain,
     JobId,
@@ -40,6 +42,9 @@ from sam_server.scheduling.quota import QuotaLedger
 from sam_server.scheduling.reservation import TimedRect, earliest_start
 
 WAITING_STATES = ("queued", "compiling", "pending")
+MAX_RESERVE_ATTEMPTS = 8
+"""Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
+no known end gets none; the next is tried, but not the whole queue)."""
 
 
 @dataclass
@@ -60,6 +65,9 @@ class _Cycle:
     reservation: Reservation | None = None
     fit_now: FitIndex | None = None
     fit_long: FitIndex | None = None
+    preempt_tried: bool = False
+    reserve_attempts: int = 0
+    lowest_running_rank: int = len(CLASS_RANK)
 
     def index_now(self) -> FitIndex:
         if self.fit_now is None:
@@ -86,7 +94,10 @@ def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
         ends.append([TimedRect(r, _end_of(j)) for r, j in zip(rects, running, strict=True)])
         spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if wafer.online else None)
     ledger = QuotaLedger.of(snapshot.tenants, snapshot.jobs)
-    return _Cycle(snapshot, now, config, spaces, list(spaces), ledger, held, ends)
+    cycle = _Cycle(snapshot, now, config, spaces, list(spaces), ledger, held, ends)
+    ranks = [CLASS_RANK.get(j.priority_class, 1) for j in snapshot.jobs if j.state == "running"]
+    cycle.lowest_running_rank = min(ranks, default=len(CLASS_RANK))
+    return cycle
 
 
 def _end_of(job: Job | None) -> float:
@@ -96,8 +107,9 @@ def _end_of(job: Job | None) -> float:
     return job.started_at + job.time_limit_s
 
 
-def _order_key(job: Job, prio: PriorityBreakdown, config: PolicyConfig) -> tuple:
-    if config.ordering == "fifo":
+def _order_key(job: Job, prio: PriorityBreakdown | None, config: PolicyConfig) -> tuple:
+    """Queue order: higher priority first, then earlier eligible, submitted, id (or FIFO)."""
+    if config.ordering == "fifo" or prio is None:
         return (job.submitted_at, job.id)
     return (-prio.total, job.eligible_at, job.submitted_at, job.id)
 
@@ -182,13 +194,29 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
         if cycle.ledger.blocks(job):
             continue  # quota-held jobs neither start nor hold back the jobs behind them
         if blocked_seen and not cycle.config.backfill:
-            continue  # strict order: nothing overtakes the blocked head of the queue
+            break  # strict order: nothing overtakes the blocked head of the queue
         if _try_start(cycle, job):
             continue
-        if cycle.reservation is None and not cycle.preempting:
-            if not (cycle.config.preemption and _try_preempt(cycle, job)):
-                _reserve(cycle, job)
         blocked_seen = True
+        if cycle.reservation is not None or cycle.preempting:
+            continue
+        if _may_preempt(cycle, job) and _try_preempt(cycle, job):
+            continue
+        if cycle.now - job.eligible_at >= cycle.config.reserve_after_s:
+            if cycle.reserve_attempts < MAX_RESERVE_ATTEMPTS:
+                cycle.reserve_attempts += 1
+                _reserve(cycle, job)
+
+
+def _may_preempt(cycle: _Cycle, job: Job) -> bool:
+    """Whether `job` gets this cycle's one preemption attempt: the first blocked job whose class
+    is above the lowest class running (checking every blocked job would cost O(queue x held))."""
+    if not cycle.config.preemption or cycle.preempt_tried:
+        return False
+    if CLASS_RANK.get(job.priority_class, 1) <= cycle.lowest_running_rank:
+        return False
+    cycle.preempt_tried = True
+    return True
 
 
 def _compiles(ordered: list[Job], slots: int, ledger: QuotaLedger) -> list[JobId]:
@@ -202,27 +230,33 @@ def _compiles(ordered: list[Job], slots: int, ledger: QuotaLedger) -> list[JobId
     return chosen
 
 
-def plan(snapshot: Snapshot, now: float, config: PolicyConfig | None = None) -> Plan:
+def plan(
+    snapshot: Snapshot, now: float, config: PolicyConfig | None = None, explain: bool = True
+) -> Plan:
     """One scheduling cycle: compiles, starts, preemptions, and the explanation of every wait.
 
     `config` overrides `snapshot.config`. `now` is the caller's time in float seconds.
+    `explain=False` (trace replay only) skips `waiting` and `order`, which are then empty; the
+    decisions are the same.
     """
     config = config or snapshot.config
     cycle = _init_cycle(snapshot, now, config)
-    cluster_pes = sum(w.rows * w.cols for w in snapshot.wafers if w.online)
-    calc = PriorityCalculator(snapshot.tenants, cluster_pes, config)
     waiting = [j for j in snapshot.jobs if j.state in WAITING_STATES]
-    prios = {j.id: calc.breakdown(j, now) for j in waiting}
-    ordered = sorted(waiting, key=lambda j: _order_key(j, prios[j.id], config))
+    prios: dict[JobId, PriorityBreakdown] = {}
+    if explain or config.ordering == "priority":
+        cluster_pes = sum(w.rows * w.cols for w in snapshot.wafers if w.online)
+        calc = PriorityCalculator(snapshot.tenants, cluster_pes, config)
+        prios = {j.id: calc.breakdown(j, now) for j in waiting}
+    ordered = sorted(waiting, key=lambda j: _order_key(j, prios.get(j.id), config))
     compiles = _compiles(ordered, snapshot.compile_slots_free, cycle.ledger)
     _schedule_pending(cycle, [j for j in ordered if j.state == "pending"])
     started = {s.job_id for s in cycle.starts}
-    left = [j for j in ordered if j.id not in started]
+    left = [j for j in ordered if j.id not in started] if explain else []
     return Plan(
         compiles=compiles,
         starts=cycle.starts,
         preemptions=cycle.preemptions,
-        waiting=_explain_all(cycle, left, prios, set(compiles)),
+        waiting=_explain_all(cycle, left, prios, set(compiles)) if explain else {},
         reservation=cycle.reservation,
         wafer_metrics=_metrics(cycle),
         order=[j.id for j in left],
@@ -243,8 +277,12 @@ def _explain_all(
         dispatched=dispatched,
         preempting=cycle.preempting,
     )
-    held = [(t.end, t.rect[2] * t.rect[3]) for i, ends in enumerate(cycle.ends) for t in ends
-            if wafers[i].online]
+    held = [
+        (t.end, t.rect[2] * t.rect[3])
+        for i, ends in enumerate(cycle.ends)
+        for t in ends
+        if wafers[i].online
+    ]
     etas = estimate_starts(
         left,
         held,

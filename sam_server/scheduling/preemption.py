@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sam_server.scheduling.geometry import FreeSpace, Rect
+from sam_server.scheduling.geometry import (
+    FreeSpace,
+    Mer,
+    Rect,
+    fits_in,
+    maximal_empty_rects,
+    occupy,
+)
 from sam_server.scheduling.model import CLASS_RANK, Job, PolicyConfig
 from sam_server.scheduling.placement import best_fit_on
 
@@ -48,12 +55,34 @@ def can_be_victim(victim: Job, preemptor: Job, now: float, config: PolicyConfig)
     return now - victim.started_at >= config.min_run_before_preempt_s
 
 
-def _fits_without(
-    rows: int, cols: int, wafer: tuple[int, int], held: Sequence[Held], gone: set[int]
-) -> FreeSpace | None:
-    """Free space with the held rectangles at indexes `gone` removed, if the shape fits it."""
-    space = FreeSpace.of(wafer[0], wafer[1], (h.rect for i, h in enumerate(held) if i not in gone))
-    return space if space.fits(rows, cols) else None
+def _fewest_needed(
+    rows: int, cols: int, wafer: tuple[int, int], held: Sequence[Held], candidates: list[int]
+) -> tuple[list[int], tuple[Mer, ...]] | None:
+    """Few victims among `candidates` (indexes into `held`, in removal order) and the free
+    space they leave, or None if even all of them are not enough.
+
+    Starts from the wafer without any candidate and adds candidates back, last first, while the
+    shape still fits; then tries to keep each remaining victim running too. Every step is one
+    insert-only MaxRects update.
+    """
+    others = {*range(len(held))} - set(candidates)
+    mers = maximal_empty_rects(wafer[0], wafer[1], [held[i].rect for i in sorted(others)])
+    if not fits_in(mers, rows, cols):
+        return None
+    needed = len(candidates)
+    for i in reversed(candidates):
+        after = occupy(mers, held[i].rect)
+        if not fits_in(after, rows, cols):
+            break
+        mers, needed = after, needed - 1
+    victims = [candidates[needed - 1]] if needed else []
+    for i in candidates[: max(0, needed - 1)]:
+        after = occupy(mers, held[i].rect)
+        if fits_in(after, rows, cols):
+            mers = after  # not needed after all: it keeps running
+        else:
+            victims.append(i)
+    return victims, mers
 
 
 def _victims_on(
@@ -62,28 +91,29 @@ def _victims_on(
     """Indexes (into `held`) of the fewest victims that let `job` fit on this wafer, or None."""
     if job.rows > wafer[0] or job.cols > wafer[1]:
         return None
-    candidates = [
-        i for i, h in enumerate(held) if h.job is not None and can_be_victim(h.job, job, now, config)
-    ]
-    candidates.sort(
-        key=lambda i: (CLASS_RANK[held[i].job.priority_class], -held[i].job.started_at, held[i].job.id)  # type: ignore[union-attr]
+    eligible = {
+        i: h.job
+        for i, h in enumerate(held)
+        if h.job is not None and can_be_victim(h.job, job, now, config)
+    }
+    # lowest class first, then the youngest (least work lost since its start), then by id
+    candidates = sorted(
+        eligible,
+        key=lambda i: (
+            CLASS_RANK[eligible[i].priority_class],
+            -(eligible[i].started_at or 0.0),
+            eligible[i].id,
+        ),
     )
     free = wafer[0] * wafer[1] - sum(h.rect[2] * h.rect[3] for h in held)
-    gone: set[int] = set()
-    space = None
-    for i in candidates:
-        gone.add(i)
-        free += held[i].rect[2] * held[i].rect[3]
-        if free >= job.pes and (space := _fits_without(job.rows, job.cols, wafer, held, gone)):
-            break
-    if space is None:
+    if free + sum(held[i].rect[2] * held[i].rect[3] for i in candidates) < job.pes:
         return None
-    for i in sorted(gone, key=candidates.index, reverse=True):  # keep whoever is not needed
-        trial = _fits_without(job.rows, job.cols, wafer, held, gone - {i})
-        if trial is not None:
-            gone.discard(i)
-            space = trial
-    return sorted(gone, key=candidates.index), space
+    found = _fewest_needed(job.rows, job.cols, wafer, held, candidates)
+    if found is None or not found[0]:
+        return None
+    victims, mers = found
+    free += sum(held[i].rect[2] * held[i].rect[3] for i in victims)
+    return sorted(victims, key=candidates.index), FreeSpace(wafer[0], wafer[1], mers, free)
 
 
 def choose_victims(
@@ -104,7 +134,7 @@ def choose_victims(
         fit = best_fit_on(space, job.rows, job.cols)
         if fit is None:
             continue
-        victims = tuple(wafer[2][i].job for i in gone)  # type: ignore[misc]
+        victims = tuple(v for i in gone if (v := wafer[2][i].job) is not None)
         score = (len(victims), sum(v.pes for v in victims), w)
         if best is None or score < best[0]:
             best = (score, PreemptionChoice(w, victims, fit[1], fit[2]))

@@ -7,9 +7,13 @@
 - age: time since the job became eligible over `age_cap_s`, capped at 1.
 - size: with `favor_small` (default) 1 for tiny jobs falling to 0 on a log scale of the job's
   requested PE-seconds against the whole cluster for `size_horizon_s`; otherwise PEs / cluster PEs.
+  The bonus fades as the job ages (size x (1 - age)), so among jobs that reached the age cap
+  seniority alone decides (ties go to the earlier eligible time). Without the fade, a backlog
+  longer than the age cap would sort old jobs smallest-first again, and a large job could wait
+  behind an endless supply of capped small ones; with it, every job is eventually the oldest.
 
 The default weights (10000, 5000, 1000, 500) follow the anchors' recommendation: class dominates,
-then fair share; age eventually outweighs the size bonus, so no job starves behind small ones.
+then fair share; age outweighs the fading size bonus, so no job starves behind small ones.
 """
 
 from __future__ import annotations
@@ -71,15 +75,15 @@ class PriorityCalculator:
     def breakdown(self, job: Job, now: float) -> PriorityBreakdown:
         """Total priority of `job` at `now` with every factor and its weighted value."""
         w = self.config.weights
+        age = age_factor(job, now, self.config)
         factors = {
             "priority_class": CLASS_RANK.get(job.priority_class, 1) / 3.0,
             "fair_share": self.fair_share(job),
-            "age": age_factor(job, now, self.config),
-            "size": size_factor(job, self.cluster_pes, self.config),
+            "age": age,
+            "size": size_factor(job, self.cluster_pes, self.config) * (1.0 - age),
         }
         weights = (w.priority_class, w.fair_share, w.age, w.size)
         weighted = {
-            name: weight * factors[name]
-            for name, weight in zip(FACTOR_NAMES, weights, strict=True)
+            name: weight * factors[name] for name, weight in zip(FACTOR_NAMES, weights, strict=True)
         }
         return PriorityBreakdown(sum(weighted.values()), factors, weighted)

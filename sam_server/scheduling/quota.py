@@ -99,8 +99,6 @@ def _over_queued(quotas: Mapping[str, Quota], jobs: Sequence[Job]) -> set[JobId]
         quota = quotas.get(tenant)
         if quota is None or quota.max_queued_jobs is None:
             continue
-        ranked = sorted(
-            tenant_jobs, key=lambda j: (j.state != "running", j.submitted_at, j.id)
-        )
+        ranked = sorted(tenant_jobs, key=lambda j: (j.state != "running", j.submitted_at, j.id))
         over.update(j.id for j in ranked[quota.max_queued_jobs :] if j.state != "running")
     return over

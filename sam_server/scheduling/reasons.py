@@ -55,7 +55,9 @@ def compile_pending(slots_ahead: int, dispatched: bool) -> Reason:
     """The job waits for (or was just given) a compile server."""
     if dispatched:
         return Reason(COMPILE_PENDING, "sent to a compile server this cycle")
-    return Reason(COMPILE_PENDING, f"waiting for a free compile server; {slots_ahead} compiles ahead")
+    return Reason(
+        COMPILE_PENDING, f"waiting for a free compile server; {slots_ahead} compiles ahead"
+    )
 
 
 def compiling() -> Reason:

@@ -12,9 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from sam_server.scheduling.geometry import FreeSpace, Rect, occupy
+from sam_server.scheduling.geometry import FreeSpace, Mer, Rect, fits_in, occupy
 from sam_server.scheduling.placement import best_fit_on, first_fit_on
 
 
@@ -38,17 +36,16 @@ class EarliestStart:
 
 def _earliest_on(
     rows: int, cols: int, wafer_rows: int, wafer_cols: int, held: Sequence[TimedRect]
-) -> tuple[float, np.ndarray] | None:
+) -> tuple[float, tuple[Mer, ...]] | None:
     """(start time, MERs at that time) of a rows x cols job on one wafer, or None if never."""
     if rows > wafer_rows or cols > wafer_cols:
         return None
     order = sorted(held, key=lambda h: (h.end, h.rect))
-    mers = np.array([[0, 0, wafer_rows, wafer_cols]], dtype=np.int64)
+    mers: tuple[Mer, ...] = ((0, 0, wafer_rows, wafer_cols),)
     start = order[-1].end if order else -math.inf
     for j in range(len(order) - 1, -1, -1):
         after = occupy(mers, order[j].rect)
-        fits = ((after[:, 2] - after[:, 0] >= rows) & (after[:, 3] - after[:, 1] >= cols)).any()
-        if not fits:
+        if not fits_in(after, rows, cols):
             return start, mers
         mers = after
         start = order[j - 1].end if j > 0 else -math.inf

@@ -100,23 +100,29 @@ def _charge_usage(state: _State, now: float) -> None:
 
 def _apply(state: _State, now: float) -> None:
     """Run one planning cycle at `now` and apply its preemptions and starts."""
-    decided = plan(_snapshot(state), now)
+    decided = plan(_snapshot(state), now, explain=False)
     for pre in decided.preemptions:
         run = state.running.pop(int(pre.job_id))
-        state.remaining[run.job.id] = max(0.0, run.end - now)  # resumes from its checkpoint
-        state.pending[run.job.id] = replace(
-            run.job, state="pending", started_at=None, preempt_count=run.job.preempt_count + 1,
-            last_preempted_at=now, eligible_at=now,
+        job_id = int(run.job.id)
+        state.remaining[job_id] = max(0.0, run.end - now)  # resumes from its checkpoint
+        state.pending[job_id] = replace(
+            run.job,
+            state="pending",
+            started_at=None,
+            preempt_count=run.job.preempt_count + 1,
+            last_preempted_at=now,
+            eligible_at=now,
         )
         state.preemptions += 1
     for s in decided.starts:
-        job = state.pending.pop(int(s.job_id))
-        end = now + state.remaining[job.id]
-        alloc = Allocation(job.id, job.tenant, s.row, s.col, s.rows, s.cols)
+        job_id = int(s.job_id)
+        job = state.pending.pop(job_id)
+        end = now + state.remaining[job_id]
+        alloc = Allocation(job_id, job.tenant, s.row, s.col, s.rows, s.cols)
         started = replace(job, state="running", started_at=now)
-        state.running[job.id] = _Running(started, int(s.wafer_id[1:]), alloc, end)
-        state.first_start.setdefault(job.id, now)
-        heapq.heappush(state.completions, (end, job.id))
+        state.running[job_id] = _Running(started, int(s.wafer_id[1:]), alloc, end)
+        state.first_start.setdefault(job_id, now)
+        heapq.heappush(state.completions, (end, job_id))
 
 
 def _complete_until(state: _State, now: float) -> None:
@@ -150,8 +156,18 @@ def _could_start(state: _State) -> bool:
 
 
 def _job_of(t: TraceJob, shape: tuple[int, int]) -> Job:
-    return Job(t.id, t.user, t.user, "normal", "pending", t.submit_s, t.submit_s,
-               shape[0], shape[1], t.time_limit_s)
+    return Job(
+        t.id,
+        t.user,
+        t.user,
+        "normal",
+        "pending",
+        t.submit_s,
+        t.submit_s,
+        shape[0],
+        shape[1],
+        t.time_limit_s,
+    )
 
 
 def simulate(
@@ -190,5 +206,13 @@ def simulate(
         if state.pending and (len(state.finish) > ended or _could_start(state)):
             _apply(state, now)
     shapes = {t.id: s for t, s in arrivals}
-    return summarize(state.trace, shapes, state.first_start, state.finish, spec, rejected,
-                     state.preemptions, policy_name)
+    return summarize(
+        state.trace,
+        shapes,
+        state.first_start,
+        state.finish,
+        spec,
+        rejected,
+        state.preemptions,
+        policy_name,
+    )

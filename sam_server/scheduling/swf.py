@@ -74,7 +74,9 @@ def read_swf(path: str | Path, limit: int | None = None) -> list[TraceJob]:
 
 
 @lru_cache(maxsize=65536)
-def shape_for_pes(pes: int, wafer_rows: int, wafer_cols: int, max_aspect: float = 4.0) -> tuple[int, int] | None:
+def shape_for_pes(
+    pes: int, wafer_rows: int, wafer_cols: int, max_aspect: float = 4.0
+) -> tuple[int, int] | None:
     """The region shape a compiler would pick for `pes` PEs: (rows, cols) or None if too big.
 
     The smallest rectangle of at least `pes` PEs that fits the wafer with an aspect ratio of at

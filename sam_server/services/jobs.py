@@ -9,9 +9,9 @@ import secrets
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, func, insert, or_, select
+from sqlalchemy import Table, and_, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobEvent, JobLog, Tenant, User, Wafer
@@ -33,6 +33,9 @@ from sam_server.services.auth import Principal, tenant_of
 from sam_server.services.spec_check import check_files, parse_spec
 from sam_server.services.transitions import TERMINAL, JobState, transition
 
+# Core tables for the hot INSERTs (the ORM-enabled insert() costs ~2 ms more per submit).
+JOBS = cast(Table, Job.__table__)
+JOB_EVENTS = cast(Table, JobEvent.__table__)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
@@ -126,8 +129,8 @@ def submit_job(
     check_can_ever_run(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
-    session.execute(insert(Job.__table__).values(**values))
-    session.execute(insert(JobEvent.__table__).values(
+    session.execute(insert(JOBS).values(**values))
+    session.execute(insert(JOB_EVENTS).values(
         job_id=values["id"], at=values["created_at"], from_state=None, to_state="queued",
         reason=f"submitted by {principal.name}"))
     row = SimpleNamespace(**values, tenant=SimpleNamespace(name=principal.tenant),
