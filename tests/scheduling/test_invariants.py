@@ -1,0 +1,143 @@
+"""Property tests of the policy's invariants over random snapshots and random multi-cycle runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sam_server.scheduling import Allocation, PolicyConfig, Quota, plan
+from sam_server.scheduling.model import CLASS_RANK, Job
+
+from .factories import job, overlaps, snapshot
+
+CLASSES = ["low", "normal", "high", "urgent"]
+
+
+@st.composite
+def scenario(draw: st.DrawFn):
+    n_wafers = draw(st.integers(1, 3))
+    wafers = [
+        (f"w{i}", draw(st.integers(3, 12)), draw(st.integers(3, 12))) for i in range(n_wafers)
+    ]
+    tenants = ["a", "b", "c"]
+    quotas = {
+        t: Quota(
+            max_pes=draw(st.one_of(st.none(), st.integers(4, 150))),
+            max_running_jobs=draw(st.one_of(st.none(), st.integers(1, 5))),
+        )
+        for t in tenants
+    }
+    jobs = [
+        job(
+            i,
+            draw(st.integers(1, 8)),
+            draw(st.integers(1, 8)),
+            tenant=draw(st.sampled_from(tenants)),
+            cls=draw(st.sampled_from(CLASSES)),
+            submitted=float(draw(st.integers(0, 150))),
+            limit=float(draw(st.integers(20, 400))),
+        )
+        for i in range(draw(st.integers(1, 16)))
+    ]
+    offline = {w[0] for w in wafers if draw(st.booleans()) and draw(st.booleans())}
+    return wafers, jobs, quotas, offline
+
+
+def _run_cycles(wafers, jobs, quotas, offline, cycles, config, check):
+    """Apply plans cycle after cycle (jobs end at their limit); `check(plan, state)` each time."""
+    pending = {j.id: j for j in jobs}
+    running: dict[int, tuple[Job, Allocation, str]] = {}
+    now = 0.0
+    for _ in range(cycles):
+        for jid, (j, _a, _w) in list(running.items()):
+            if j.started_at + j.time_limit_s <= now:
+                del running[jid]
+        allocs: dict[str, list[Allocation]] = {}
+        for _j, a, w in running.values():
+            allocs.setdefault(w, []).append(a)
+        arrived = [j for j in pending.values() if j.submitted_at <= now]
+        snap_jobs = [j for j, _, _ in running.values()] + arrived
+        snap = snapshot(wafers, snap_jobs, allocs, quotas, config=config, offline=offline)
+        p = plan(snap, now)
+        check(p, snap, now)
+        for pre in p.preemptions:
+            j, _, _ = running.pop(pre.job_id)
+            pending[j.id] = replace(
+                j,
+                state="pending",
+                started_at=None,
+                preempt_count=j.preempt_count + 1,
+                last_preempted_at=now,
+            )
+        for s in p.starts:
+            j = pending.pop(s.job_id)
+            running[j.id] = (
+                replace(j, state="running", started_at=now),
+                Allocation(j.id, j.tenant, s.row, s.col, s.rows, s.cols),
+                s.wafer_id,
+            )
+        now += 30.0
+
+
+def _check_regions_and_quotas(p, snap, now) -> None:
+    shapes = {w.id: w for w in snap.wafers}
+    held = {w.id: [(a.row, a.col, a.rows, a.cols) for a in w.allocations] for w in snap.wafers}
+    pes = {}
+    count = {}
+    for j in snap.jobs:
+        if j.state == "running":
+            pes[j.tenant] = pes.get(j.tenant, 0) + j.pes
+            count[j.tenant] = count.get(j.tenant, 0) + 1
+    by_id = {j.id: j for j in snap.jobs}
+    for s in p.starts:
+        w = shapes[s.wafer_id]
+        assert w.online
+        assert 0 <= s.row and s.row + s.rows <= w.rows and 0 <= s.col and s.col + s.cols <= w.cols
+        rect = (s.row, s.col, s.rows, s.cols)
+        assert not any(overlaps(rect, other) for other in held[s.wafer_id])
+        held[s.wafer_id].append(rect)
+        j = by_id[s.job_id]
+        assert (s.rows, s.cols) == (j.rows, j.cols)
+        pes[j.tenant] = pes.get(j.tenant, 0) + j.pes
+        count[j.tenant] = count.get(j.tenant, 0) + 1
+    for tenant, state in snap.tenants.items():
+        q = state.quota
+        assert q.max_pes is None or pes.get(tenant, 0) <= q.max_pes
+        assert q.max_running_jobs is None or count.get(tenant, 0) <= q.max_running_jobs
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenario())
+def test_regions_never_overlap_or_leave_the_wafer_and_quotas_always_hold(case) -> None:
+    wafers, jobs, quotas, offline = case
+    _run_cycles(wafers, jobs, quotas, offline, 6, PolicyConfig(), _check_regions_and_quotas)
+
+
+@settings(max_examples=15, deadline=None)
+@given(scenario())
+def test_a_decision_is_the_same_for_the_same_snapshot(case) -> None:
+    wafers, jobs, quotas, offline = case
+    snap = snapshot(wafers, jobs, quotas=quotas, offline=offline)
+    assert plan(snap, 100.0) == plan(snap, 100.0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(scenario())
+def test_preemption_never_cycles_and_respects_the_protections(case) -> None:
+    wafers, jobs, _quotas, _offline = case
+    cfg = PolicyConfig(min_run_before_preempt_s=45.0, max_preemptions_per_job=2)
+    pairs: set[tuple[int, int]] = set()
+
+    def check(p, snap, now) -> None:
+        by_id = {j.id: j for j in snap.jobs}
+        for pre in p.preemptions:
+            victim, winner = by_id[pre.job_id], by_id[pre.for_job_id]
+            assert CLASS_RANK[victim.priority_class] < CLASS_RANK[winner.priority_class]
+            assert now - victim.started_at >= cfg.min_run_before_preempt_s
+            assert victim.preempt_count < cfg.max_preemptions_per_job and victim.preemptible
+            assert (winner.id, victim.id) not in pairs
+            pairs.add((victim.id, winner.id))
+
+    _run_cycles(wafers, jobs, {}, set(), 8, cfg, check)
