@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from sam_server.scheduling.cli import POLICIES, _auto_pes_per_proc
 from sam_server.scheduling.sim import ClusterSpec, simulate
@@ -21,7 +22,9 @@ KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "makespan_s", "fair
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("trace", nargs="?", default="/work/shared/traces/lublin_256.swf")
+    default_trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "lublin_256.swf"
+    parser.add_argument("trace", nargs="?", default=str(default_trace),
+                        help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)")
     parser.add_argument("--wafers", type=int, default=1)
     parser.add_argument("--wafer-rows", type=int, default=750)
     parser.add_argument("--wafer-cols", type=int, default=994)

@@ -33,11 +33,15 @@ SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
+def principal_from_header(session: Session, header: str | None) -> Principal:
+    """The principal of an `Authorization: Bearer` header, or 401."""
+    scheme, _, token = (header or "").partition(" ")
+    return authenticate(session, token=token.strip() if scheme.lower() == "bearer" else None)
+
+
 def get_principal(request: Request, session: SessionDep) -> Principal:
     """The principal of the bearer token, or 401."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return authenticate(session, token=token.strip() if scheme.lower() == "bearer" else None)
+    return principal_from_header(session, request.headers.get("authorization"))
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
