@@ -32,12 +32,18 @@ class TinyRegressor(nn.Module):
 
 
 def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
-    """(tenant, spec, files) of the tour's jobs: three families, three priorities, two tenants."""
-    run = {"num_epochs": 1, "steps_per_epoch": 40, "checkpoint_every": 20}
+    """(tenant, spec, files) of the tour's jobs: three families, three priorities, two tenants.
+
+    The two mlp jobs (one per tenant) compile to the same program: the second reuses the first's
+    artifact, both become ready in the same scheduling cycle, and share a wafer side by side.
+    """
+    run = {"num_epochs": 1, "steps_per_epoch": 150, "checkpoint_every": 50}
+    mlp = {"model": {"builtin": "mlp", "kwargs": {"hidden": 512}}, "data": {"batch_size": 64},
+           "train": {"optimizer": {"name": "adam", "lr": 0.001}}, "run_options": run,
+           "resources": {"region": {"rows": 32, "cols": 32}}}
     return [
-        ("physics", {"name": "mlp-high", "priority": "high", "model": {"builtin": "mlp"},
-                     "data": {"batch_size": 32}, "train": {"optimizer": {"name": "adam", "lr": 0.001}},
-                     "run_options": run, "resources": {"region": {"rows": 32, "cols": 32}}}, {}),
+        ("physics", {"name": "mlp-high", "priority": "high", **mlp}, {}),
+        ("biology", {"name": "mlp-twin-normal", "priority": "normal", **mlp}, {}),
         ("physics", {"name": "gpt-normal", "priority": "normal", "model": {"builtin": "gpt"},
                      "data": {"batch_size": 8}, "train": {"optimizer": {"name": "adamw", "lr": 0.001}},
                      "run_options": run, "resources": {"region": {"rows": 48, "cols": 48}}}, {}),

@@ -25,8 +25,9 @@ class StepReporter:
     """Buffers per-step records and log lines; writes them at most every `every_s` seconds."""
 
     def __init__(self, url: str, job_id: str, owner: str, attempt: int, ckpt_dir: Path,
-                 every_s: float = 0.25) -> None:
+                 every_s: float = 0.25, checkpoint_every: int | None = None) -> None:
         self.url, self.job_id, self.owner, self.attempt = url, job_id, owner, attempt
+        self.checkpoint_every = checkpoint_every
         self.ckpt_dir, self.every_s = ckpt_dir, every_s
         self.steps: list[dict[str, Any]] = []
         self.lines: list[tuple[str, str]] = []
@@ -40,7 +41,11 @@ class StepReporter:
                            "sim_cycles": int(rec.sim_cycles), "samples_per_sec": float(rec.samples_per_sec)})
         self.lines.append(("INFO", f"step {rec.step}: loss {loss:.6g}, {int(rec.sim_cycles)} cycles, "
                                    f"{rec.samples_per_sec:.4g} samples/s (simulated)"))
-        if time.monotonic() - self.last_flush >= self.every_s:
+        # The runtime writes checkpoint k right after step k-1's callback: every step before it
+        # must be in the database first, or a crash after the checkpoint would lose those steps'
+        # metrics (the next attempt resumes at k and never recomputes them).
+        at_checkpoint = bool(self.checkpoint_every) and (rec.step + 1) % self.checkpoint_every == 0
+        if at_checkpoint or time.monotonic() - self.last_flush >= self.every_s:
             self.flush()
 
     def line(self, text: str, level: str = "INFO") -> None:
@@ -88,9 +93,10 @@ def _train(claim: lifecycle.Claim, settings: Settings, wafer: Any, owner: str,
 
     url = settings.resolved_database_url
     ckpt_dir = (settings.data_dir / "checkpoints" / claim.job_id).resolve()
-    reporter = StepReporter(url, claim.job_id, owner, claim.attempt, ckpt_dir)
     spec = claim.spec
     run_opts = spec.get("run_options") or {}
+    every = int(run_opts.get("checkpoint_every", 0)) if run_opts.get("checkpoint_enabled", True) else None
+    reporter = StepReporter(url, claim.job_id, owner, claim.attempt, ckpt_dir, checkpoint_every=every)
     total = int(run_opts.get("num_epochs", 1)) * int(run_opts.get("steps_per_epoch", 1))
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:

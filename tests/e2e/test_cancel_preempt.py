@@ -92,9 +92,11 @@ def test_cancel_stops_a_running_job_within_a_few_steps(small_cluster):
 def test_higher_class_preempts_and_the_victim_resumes_from_its_checkpoint(small_cluster):
     c = small_cluster
     pi = _setup(c)
-    low = _submit(c, pi, _spec("low-long", 400, "low"))
+    # Same program for both (only name and priority differ), so the high job reuses the low
+    # job's artifact and is ready to run the moment it is submitted.
+    low = _submit(c, pi, _spec("low-long", 1000, "low", hidden=256))
     _wait(c, pi, low, lambda j: j["state"] == "running" and j["progress"]["step"] >= 30)
-    high = _submit(c, pi, _spec("high-short", 30, "high"))
+    high = _submit(c, pi, _spec("high-short", 1000, "high", hidden=256))
     assert _wait(c, pi, high, lambda j: j["state"] in ("succeeded", "failed"))["state"] == "succeeded"
     victim = _wait(c, pi, low, lambda j: j["state"] in ("succeeded", "failed"))
     assert victim["state"] == "succeeded" and victim["attempts"] == 2
@@ -104,4 +106,4 @@ def test_higher_class_preempts_and_the_victim_resumes_from_its_checkpoint(small_
     assert runs[1].start_step >= 10  # resumed from a checkpoint, not from step 0
     assert double_runs(url) == [] and region_conflicts(url) == []
     steps = httpx.get(f"{c.url}/api/v1/jobs/{low}/metrics", headers=pi).json()["steps"]
-    assert [s["step"] for s in steps] == list(range(400))
+    assert [s["step"] for s in steps] == list(range(1000))

@@ -33,7 +33,7 @@ def test_sam_demo_runs_on_embedded_defaults(tmp_path: Path):
     assert proc.returncode == 0, out[-4000:]
     assert "demo succeeded" in out
     assert "ran at the same time on wafer" in out
-    assert out.count(" succeeded  steps") == 4
+    assert out.count(" succeeded  steps") == 5
     assert (tmp_path / "sam-data" / "sam.db").exists()  # SQLite under ./sam-data by default
     leftovers = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
