@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from sam_server.config import Settings
+from sam_server.db.session import transaction
 from sam_server.services.auth import Principal, authenticate
 
 
@@ -18,15 +19,8 @@ def get_settings_dep(request: Request) -> Settings:
 
 def get_session(request: Request) -> Iterator[Session]:
     """One session per request: committed when the route returns, rolled back on error."""
-    session = request.app.state.sessions()
-    try:
+    with transaction(request.app.state.sessions) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -44,6 +44,7 @@ def engine_for(url: str) -> Engine:
     return make_engine(url)
 
 
+@lru_cache(maxsize=8)
 def session_factory(url: str) -> sessionmaker[Session]:
     """A sessionmaker bound to the shared engine of `url`."""
     return sessionmaker(engine_for(url), expire_on_commit=False)
@@ -51,8 +52,15 @@ def session_factory(url: str) -> sessionmaker[Session]:
 
 @contextmanager
 def session_scope(url: str) -> Iterator[Session]:
-    """A session that commits on success and rolls back on error."""
-    session = session_factory(url)()
+    """A session of the database at `url` that commits on success and rolls back on error."""
+    with transaction(session_factory(url)) as session:
+        yield session
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session from `factory` that commits on success and rolls back on error."""
+    session = factory()
     try:
         yield session
         session.commit()
