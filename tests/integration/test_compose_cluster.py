@@ -159,7 +159,7 @@ def test_two_tenants_mixed_jobs_all_succeed_within_quotas(cluster: ComposeProces
                          indirect=True)
 def test_killed_workers_and_restarted_redis_lose_nothing(cluster: ComposeProcesses):
     user = _tenant(cluster, "gamma")
-    steps = 500
+    steps = 800
     model = {"builtin": "mlp", "kwargs": {"hidden": 512}}  # steps of tens of ms: time to hit them
     ids = [_submit(cluster, user, _spec(f"long-{i}", model, 32, 32, steps, data={"batch_size": 64},
                                         run_options={"steps_per_epoch": steps, "checkpoint_every": 20}))
