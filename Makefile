@@ -22,12 +22,13 @@ demo: install
 up: install
 	$(BIN)/sam up
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy sam_server/scheduling wse_sim client --ignore-missing-imports
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy sam_server sam_worker wse_sim compiler client
 
 bench: install
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

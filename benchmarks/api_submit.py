@@ -38,19 +38,30 @@ SPEC = {
 
 def fresh_database() -> str:
     name = f"sam_bench_{uuid.uuid4().hex[:8]}"
-    engine = create_engine(PG.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT")
+    engine = create_engine(
+        PG.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
     with engine.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     return PG.rsplit("/", 1)[0] + "/" + name
 
 
 def start_server(url: str, port: int, workers: int, data_dir: str) -> subprocess.Popen:  # type: ignore[type-arg]
-    env = dict(os.environ, SAM_DATABASE_URL=url, SAM_ADMIN_TOKEN=ADMIN, SAM_DATA_DIR=data_dir,
-               SAM_LOG_LEVEL="WARNING")
+    env = dict(
+        os.environ,
+        SAM_DATABASE_URL=url,
+        SAM_ADMIN_TOKEN=ADMIN,
+        SAM_DATA_DIR=data_dir,
+        SAM_LOG_LEVEL="WARNING",
+    )
     sam = [sys.executable, "-c", "import sys; from client.cli import main; main(sys.argv[1:])"]
     subprocess.run([*sam, "db", "upgrade"], env=env, check=True, capture_output=True)
-    proc = subprocess.Popen([*sam, "server", "--port", str(port), "--workers", str(workers)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*sam, "server", "--port", str(port), "--workers", str(workers)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
@@ -98,8 +109,23 @@ def wrk_load(base: str, token: str, clients: int, seconds: float) -> tuple[float
     body = json.dumps({"spec": SPEC, "files": {}})
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT % (body, token))
-    out = subprocess.run(["wrk", "-t", "2", "-c", str(clients), "-d", f"{int(seconds)}s", "-s", f.name,
-                          f"{base}/api/v1/jobs"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            "2",
+            "-c",
+            str(clients),
+            "-d",
+            f"{int(seconds)}s",
+            "-s",
+            f.name,
+            f"{base}/api/v1/jobs",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     fields = next(line for line in out.splitlines() if line.startswith("RESULT")).split()[1:]
     requests, duration_us, p50_us, p99_us, bad = (int(x) for x in fields)
     if bad:
@@ -108,12 +134,16 @@ def wrk_load(base: str, token: str, clients: int, seconds: float) -> tuple[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--port", type=int, default=18765)
-    parser.add_argument("--load", choices=("wrk", "python"), default="wrk" if shutil.which("wrk") else "python")
+    parser.add_argument(
+        "--load", choices=("wrk", "python"), default="wrk" if shutil.which("wrk") else "python"
+    )
     args = parser.parse_args()
     url = fresh_database()
     with tempfile.TemporaryDirectory() as data_dir:
@@ -121,9 +151,12 @@ def main() -> None:
         try:
             base = f"http://127.0.0.1:{args.port}"
             admin = {"Authorization": f"Bearer {ADMIN}"}
-            httpx.post(f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin).raise_for_status()
-            token = httpx.post(f"{base}/api/v1/tenants/bench/users", json={"name": "u"},
-                               headers=admin).json()["token"]
+            httpx.post(
+                f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin
+            ).raise_for_status()
+            token = httpx.post(
+                f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin
+            ).json()["token"]
             asyncio.run(load(base, token, args.clients, 1.0))  # warm-up
             if args.load == "wrk":
                 rate, p50, p99 = wrk_load(base, token, args.clients, args.seconds)
@@ -136,10 +169,23 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(10)
-    print(f"{args.load} load, {args.clients} clients, {args.workers} server workers, PostgreSQL: "
-          f"{rate:.0f} submits/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms", file=sys.stderr)
-    print(json.dumps({"submits_per_s": round(rate, 1), "p50_ms": round(p50, 2), "p99_ms": round(p99, 2),
-                      "clients": args.clients, "server_workers": args.workers, "load": args.load}))
+    print(
+        f"{args.load} load, {args.clients} clients, {args.workers} server workers, PostgreSQL: "
+        f"{rate:.0f} submits/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms",
+        file=sys.stderr,
+    )
+    print(
+        json.dumps(
+            {
+                "submits_per_s": round(rate, 1),
+                "p50_ms": round(p50, 2),
+                "p99_ms": round(p99, 2),
+                "clients": args.clients,
+                "server_workers": args.workers,
+                "load": args.load,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,16 +23,22 @@ from pathlib import Path
 
 import httpx
 
-SPEC = {"name": "e2e", "model": {"builtin": "mlp", "kwargs": {"hidden": 64}}, "data": {"batch_size": 16},
-        "run_options": {"steps_per_epoch": 5, "checkpoint_enabled": False},
-        "resources": {"region": {"rows": 16, "cols": 16}, "time_limit": "5m"}}
+SPEC = {
+    "name": "e2e",
+    "model": {"builtin": "mlp", "kwargs": {"hidden": 64}},
+    "data": {"batch_size": 16},
+    "run_options": {"steps_per_epoch": 5, "checkpoint_enabled": False},
+    "resources": {"region": {"rows": 16, "cols": 16}, "time_limit": "5m"},
+}
 
 
 def _ts(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def wait_state(base: str, headers: dict, job_id: str, states: set[str], timeout: float = 300) -> dict:  # type: ignore[type-arg]
+def wait_state(
+    base: str, headers: dict, job_id: str, states: set[str], timeout: float = 300
+) -> dict:  # type: ignore[type-arg]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job = httpx.get(f"{base}/api/v1/jobs/{job_id}", headers=headers).json()
@@ -43,13 +49,17 @@ def wait_state(base: str, headers: dict, job_id: str, states: set[str], timeout:
 
 
 def submit(base: str, headers: dict, name: str) -> str:  # type: ignore[type-arg]
-    r = httpx.post(f"{base}/api/v1/jobs", json={"spec": SPEC | {"name": name}, "files": {}}, headers=headers)
+    r = httpx.post(
+        f"{base}/api/v1/jobs", json={"spec": SPEC | {"name": name}, "files": {}}, headers=headers
+    )
     r.raise_for_status()
     return r.json()["id"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--latency-jobs", type=int, default=30)
     parser.add_argument("--batch-jobs", type=int, default=40)
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL instead of SQLite")
@@ -58,9 +68,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cluster_file = Path(tmp) / "cluster.yaml"
-        cluster_file.write_text("wafers:\n  - {id: wse-0, arch: wse2}\n  - {id: wse-1, arch: wse2}\ncompile_servers: 1\n")
-        os.environ.update(SAM_DATA_DIR=str(Path(tmp) / "data"), SAM_CLUSTER=str(cluster_file),
-                          SAM_ADMIN_TOKEN="sam_admin_e2e", SAM_LOG_LEVEL="WARNING")
+        cluster_file.write_text(
+            "wafers:\n  - {id: wse-0, arch: wse2}\n  - {id: wse-1, arch: wse2}\ncompile_servers: 1\n"
+        )
+        os.environ.update(
+            SAM_DATA_DIR=str(Path(tmp) / "data"),
+            SAM_CLUSTER=str(cluster_file),
+            SAM_ADMIN_TOKEN="sam_admin_e2e",
+            SAM_LOG_LEVEL="WARNING",
+        )
         if args.postgres:
             os.environ["SAM_DATABASE_URL"] = args.postgres
         if args.redis:
@@ -77,8 +93,12 @@ def run(args: argparse.Namespace) -> None:
     try:
         cluster.wait_ready(120)
         base, admin = cluster.url, {"Authorization": "Bearer sam_admin_e2e"}
-        httpx.post(f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin).raise_for_status()
-        token = httpx.post(f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin).json()["token"]
+        httpx.post(
+            f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin
+        ).raise_for_status()
+        token = httpx.post(
+            f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin
+        ).json()["token"]
         user = {"Authorization": f"Bearer {token}"}
         warm = submit(base, user, "warm")
         assert wait_state(base, user, warm, {"succeeded", "failed"}, 600)["state"] == "succeeded"
@@ -98,10 +118,20 @@ def run(args: argparse.Namespace) -> None:
     p50 = statistics.median(latencies)
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     per_min = args.batch_jobs / elapsed * 60
-    print(f"submit->running p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms over {len(latencies)} jobs; "
-          f"{args.batch_jobs} jobs through the pipeline in {elapsed:.1f}s = {per_min:.0f} jobs/min", file=sys.stderr)
-    print(json.dumps({"submit_to_running_p50_s": round(p50, 4), "submit_to_running_p99_s": round(p99, 4),
-                      "jobs_per_min": round(per_min, 1)}))
+    print(
+        f"submit->running p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms over {len(latencies)} jobs; "
+        f"{args.batch_jobs} jobs through the pipeline in {elapsed:.1f}s = {per_min:.0f} jobs/min",
+        file=sys.stderr,
+    )
+    print(
+        json.dumps(
+            {
+                "submit_to_running_p50_s": round(p50, 4),
+                "submit_to_running_p99_s": round(p99, 4),
+                "jobs_per_min": round(per_min, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,12 @@ KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "makespan_s", "fair
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     default_trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "lublin_256.swf"
-    parser.add_argument("trace", nargs="?", default=str(default_trace),
-                        help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)")
+    parser.add_argument(
+        "trace",
+        nargs="?",
+        default=str(default_trace),
+        help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)",
+    )
     parser.add_argument("--wafers", type=int, default=1)
     parser.add_argument("--wafer-rows", type=int, default=750)
     parser.add_argument("--wafer-cols", type=int, default=994)

@@ -21,8 +21,14 @@ def _configure_logging() -> None:
 @click.command("server")
 @click.option("--host", default="127.0.0.1", envvar="SAM_HOST", show_default=True)
 @click.option("--port", default=8000, type=int, envvar="SAM_PORT", show_default=True)
-@click.option("--workers", default=1, type=int, envvar="SAM_SERVER_WORKERS", show_default=True,
-              help="uvicorn worker processes")
+@click.option(
+    "--workers",
+    default=1,
+    type=int,
+    envvar="SAM_SERVER_WORKERS",
+    show_default=True,
+    help="uvicorn worker processes",
+)
 def server(host: str, port: int, workers: int) -> None:
     """Run the control plane (REST API). On SQLite it creates or upgrades the database itself."""
     import uvicorn
@@ -33,10 +39,14 @@ def server(host: str, port: int, workers: int) -> None:
     _configure_logging()
     settings = get_settings()
     create_app(settings)  # prepare the database once, before any worker starts
-    click.echo(f"SAM control plane on http://{host}:{port}  (docs: http://{host}:{port}/docs)", err=True)
+    click.echo(
+        f"SAM control plane on http://{host}:{port}  (docs: http://{host}:{port}/docs)", err=True
+    )
     click.echo(f"database: {settings.resolved_database_url}", err=True)
     if workers > 1:
-        uvicorn.run("sam_server.asgi:app", host=host, port=port, workers=workers, log_level="warning")
+        uvicorn.run(
+            "sam_server.asgi:app", host=host, port=port, workers=workers, log_level="warning"
+        )
     else:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 

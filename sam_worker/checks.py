@@ -18,8 +18,12 @@ def _interval(a: JobAttempt) -> tuple[datetime, datetime]:
 
 
 def _rects_overlap(a: JobAttempt, b: JobAttempt) -> bool:
-    return (a.row < b.row + b.rows and b.row < a.row + a.rows
-            and a.col < b.col + b.cols and b.col < a.col + a.cols)
+    return (
+        a.row < b.row + b.rows
+        and b.row < a.row + a.rows
+        and a.col < b.col + b.cols
+        and b.col < a.col + a.cols
+    )
 
 
 def attempts(url: str, job_ids: list[str] | None = None) -> list[JobAttempt]:
@@ -36,7 +40,7 @@ def overlapping_pairs(url: str, job_ids: list[str]) -> list[tuple[str, str, str]
     rows = attempts(url, job_ids)
     out = []
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if a.job_id != b.job_id and a.wafer_id == b.wafer_id:
                 (s1, e1), (s2, e2) = _interval(a), _interval(b)
                 if s1 < e2 and s2 < e1:
@@ -49,7 +53,7 @@ def region_conflicts(url: str) -> list[tuple[int, int]]:
     rows = attempts(url)
     bad = []
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if a.wafer_id == b.wafer_id and _rects_overlap(a, b):
                 (s1, e1), (s2, e2) = _interval(a), _interval(b)
                 if s1 < e2 and s2 < e1:
@@ -62,7 +66,7 @@ def double_runs(url: str) -> list[str]:
     rows = attempts(url)
     bad = []
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if a.job_id == b.job_id:
                 (s1, e1), (s2, e2) = _interval(a), _interval(b)
                 if s1 < e2 and s2 < e1:

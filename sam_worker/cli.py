@@ -23,13 +23,28 @@ def worker() -> None:
 
 
 def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
-    return ["worker", "-Q", queue, "--pool", "threads", "-c", str(concurrency), "-n", name,
-            "--loglevel", os.environ.get("SAM_LOG_LEVEL", "INFO"), "--without-gossip",
-            "--without-mingle", "--without-heartbeat"]
+    return [
+        "worker",
+        "-Q",
+        queue,
+        "--pool",
+        "threads",
+        "-c",
+        str(concurrency),
+        "-n",
+        name,
+        "--loglevel",
+        os.environ.get("SAM_LOG_LEVEL", "INFO"),
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
 
 
 @worker.command("compile")
-@click.option("--concurrency", default=1, type=int, envvar="SAM_COMPILE_CONCURRENCY", show_default=True)
+@click.option(
+    "--concurrency", default=1, type=int, envvar="SAM_COMPILE_CONCURRENCY", show_default=True
+)
 def worker_compile(concurrency: int) -> None:
     """A compile server: consumes the `compile` queue."""
     from sam_worker.celery_app import get_celery
@@ -45,9 +60,17 @@ def worker_compile(concurrency: int) -> None:
 
 
 @worker.command("wafer")
-@click.option("--wafer", "wafer_id", required=True, envvar="SAM_WORKER_WAFER", help="wafer id (cluster file)")
-@click.option("--concurrency", default=4, type=int, envvar="SAM_WAFER_CONCURRENCY", show_default=True,
-              help="jobs run at once on this wafer, each in its own region")
+@click.option(
+    "--wafer", "wafer_id", required=True, envvar="SAM_WORKER_WAFER", help="wafer id (cluster file)"
+)
+@click.option(
+    "--concurrency",
+    default=4,
+    type=int,
+    envvar="SAM_WAFER_CONCURRENCY",
+    show_default=True,
+    help="jobs run at once on this wafer, each in its own region",
+)
 def worker_wafer(wafer_id: str, concurrency: int) -> None:
     """The worker of one simulated wafer: consumes the `wafer.<ID>` queue."""
     os.environ["SAM_WORKER_WAFER"] = wafer_id
@@ -84,7 +107,10 @@ def up(host: str, port: int) -> None:
         token_file = settings.data_dir.resolve() / "admin.token"
         click.echo(f"SAM is up at {cluster.url}  (docs: {cluster.url}/docs)", err=True)
         click.echo(f"admin token: SAM_ADMIN_TOKEN or {token_file}", err=True)
-        click.echo(f"try:  export SAM_URL={cluster.url} SAM_TOKEN=$(cat {token_file}); sam cluster", err=True)
+        click.echo(
+            f"try:  export SAM_URL={cluster.url} SAM_TOKEN=$(cat {token_file}); sam cluster",
+            err=True,
+        )
         while not stop.is_set():
             cluster.watch()
             stop.wait(1.0)

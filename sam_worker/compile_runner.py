@@ -21,7 +21,9 @@ def artifact_root(settings: Settings) -> Path:
     return root
 
 
-def run_compile(claim: Claim, settings: Settings) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+def run_compile(
+    claim: Claim, settings: Settings
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """(result, None) on success, (None, (kind, message)) on a compile failure."""
     import compiler
     from compiler.errors import CompileError
@@ -30,8 +32,12 @@ def run_compile(claim: Claim, settings: Settings) -> tuple[dict[str, Any] | None
     root = artifact_root(settings)
     try:
         result = compiler.compile_job(
-            claim.spec, claim.files, region=(claim.rows, claim.cols), cache_dir=root,
-            arch=ARCH_OF_DEVICE.get(device, "wse2"), mode=claim.spec.get("mode"),
+            claim.spec,
+            claim.files,
+            region=(claim.rows, claim.cols),
+            cache_dir=root,
+            arch=ARCH_OF_DEVICE.get(device, "wse2"),
+            mode=claim.spec.get("mode"),
         )
     except CompileError as exc:
         return None, (exc.kind, exc.message)
@@ -43,5 +49,9 @@ def run_compile(claim: Claim, settings: Settings) -> tuple[dict[str, Any] | None
         artifact = str(Path(result.artifact_dir).resolve().relative_to(root))
     summary = dict(result.summary or {})
     summary["artifact_path"] = artifact
-    return {"cache_key": artifact or result.cache_key, "cache_hit": result.cache_hit,
-            "seconds": result.seconds, "summary": summary}, None
+    return {
+        "cache_key": artifact or result.cache_key,
+        "cache_hit": result.cache_hit,
+        "seconds": result.seconds,
+        "summary": summary,
+    }, None

@@ -38,23 +38,55 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
     artifact, both become ready in the same scheduling cycle, and share a wafer side by side.
     """
     run = {"num_epochs": 1, "steps_per_epoch": 150, "checkpoint_every": 50}
-    mlp = {"model": {"builtin": "mlp", "kwargs": {"hidden": 512}}, "data": {"batch_size": 64},
-           "train": {"optimizer": {"name": "adam", "lr": 0.001}}, "run_options": run,
-           "resources": {"region": {"rows": 32, "cols": 32}}}
+    mlp = {
+        "model": {"builtin": "mlp", "kwargs": {"hidden": 512}},
+        "data": {"batch_size": 64},
+        "train": {"optimizer": {"name": "adam", "lr": 0.001}},
+        "run_options": run,
+        "resources": {"region": {"rows": 32, "cols": 32}},
+    }
     return [
         ("physics", {"name": "mlp-high", "priority": "high", **mlp}, {}),
         ("biology", {"name": "mlp-twin-normal", "priority": "normal", **mlp}, {}),
-        ("physics", {"name": "gpt-normal", "priority": "normal", "model": {"builtin": "gpt"},
-                     "data": {"batch_size": 8}, "train": {"optimizer": {"name": "adamw", "lr": 0.001}},
-                     "run_options": run, "resources": {"region": {"rows": 48, "cols": 48}}}, {}),
-        ("biology", {"name": "cnn-normal", "priority": "normal", "model": {"builtin": "cnn"},
-                     "data": {"batch_size": 16}, "train": {"optimizer": {"name": "sgd", "lr": 0.05}},
-                     "run_options": run, "resources": {"region": {"rows": 32, "cols": 48}}}, {}),
-        ("biology", {"name": "user-model-low", "priority": "low",
-                     "model": {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
-                     "data": {"task": "regression", "input_shape": [16], "batch_size": 32},
-                     "train": {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
-                     "run_options": run, "resources": {"pes": 256}}, {"model.py": USER_MODEL}),
+        (
+            "physics",
+            {
+                "name": "gpt-normal",
+                "priority": "normal",
+                "model": {"builtin": "gpt"},
+                "data": {"batch_size": 8},
+                "train": {"optimizer": {"name": "adamw", "lr": 0.001}},
+                "run_options": run,
+                "resources": {"region": {"rows": 48, "cols": 48}},
+            },
+            {},
+        ),
+        (
+            "biology",
+            {
+                "name": "cnn-normal",
+                "priority": "normal",
+                "model": {"builtin": "cnn"},
+                "data": {"batch_size": 16},
+                "train": {"optimizer": {"name": "sgd", "lr": 0.05}},
+                "run_options": run,
+                "resources": {"region": {"rows": 32, "cols": 48}},
+            },
+            {},
+        ),
+        (
+            "biology",
+            {
+                "name": "user-model-low",
+                "priority": "low",
+                "model": {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
+                "data": {"task": "regression", "input_shape": [16], "batch_size": 32},
+                "train": {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
+                "run_options": run,
+                "resources": {"pes": 256},
+            },
+            {"model.py": USER_MODEL},
+        ),
     ]
 
 
@@ -69,20 +101,31 @@ class Tour:
     def setup_tenants(self) -> None:
         suffix = uuid.uuid4().hex[:4]
         for tenant, quota in (("physics", {"share": 2}), ("biology", {"max_pes": 8192})):
-            r = httpx.post(f"{self.url}/api/v1/tenants", json={"name": tenant, "quota": quota},
-                           headers=self.admin)
+            r = httpx.post(
+                f"{self.url}/api/v1/tenants",
+                json={"name": tenant, "quota": quota},
+                headers=self.admin,
+            )
             if r.status_code not in (201, 409):
                 r.raise_for_status()
-            r = httpx.post(f"{self.url}/api/v1/tenants/{tenant}/users",
-                           json={"name": f"{tenant}-user-{suffix}"}, headers=self.admin)
+            r = httpx.post(
+                f"{self.url}/api/v1/tenants/{tenant}/users",
+                json={"name": f"{tenant}-user-{suffix}"},
+                headers=self.admin,
+            )
             r.raise_for_status()
             self.tokens[tenant] = r.json()["token"]
             click.echo(f"  tenant {tenant:<8} user {r.json()['name']}  quota {quota}", err=True)
 
     def submit(self, tenant: str, spec: dict[str, Any], files: dict[str, str]) -> str:
-        r = httpx.post(f"{self.url}/api/v1/jobs", json={"spec": spec, "files": files},
-                       headers={"Authorization": f"Bearer {self.tokens[tenant]}",
-                                "Idempotency-Key": uuid.uuid4().hex})
+        r = httpx.post(
+            f"{self.url}/api/v1/jobs",
+            json={"spec": spec, "files": files},
+            headers={
+                "Authorization": f"Bearer {self.tokens[tenant]}",
+                "Idempotency-Key": uuid.uuid4().hex,
+            },
+        )
         r.raise_for_status()
         return r.json()["id"]
 
@@ -151,9 +194,15 @@ def _results(tour: Tour, ids: dict[str, str], cluster: Cluster) -> bool:
         first = steps[0]["loss"] if steps else float("nan")
         last = steps[-1]["loss"] if steps else float("nan")
         rate = steps[-1]["samples_per_sec"] if steps else 0.0
-        err = f"  error: {job['error']['kind']}: {job['error']['message']}" if job.get("error") else ""
-        click.echo(f"  {job['name']:<16} {job['state']:<10} steps {len(steps):>3}  loss {first:.4f} -> "
-                   f"{last:.4f}  {rate:,.0f} samples/s simulated{err}")
+        err = (
+            f"  error: {job['error']['kind']}: {job['error']['message']}"
+            if job.get("error")
+            else ""
+        )
+        click.echo(
+            f"  {job['name']:<16} {job['state']:<10} steps {len(steps):>3}  loss {first:.4f} -> "
+            f"{last:.4f}  {rate:,.0f} samples/s simulated{err}"
+        )
         ok = ok and job["state"] == "succeeded"
     shared = overlapping_pairs(cluster.settings.resolved_database_url, list(ids))
     for a, b, wafer in shared[:3]:

@@ -16,8 +16,16 @@ class LeaseKeeper:
     """Renews the lease every `every_s`; in between, reads the job's stop flags every `poll_s`,
     so a cancel or a preemption is seen within about 0.1 s (a few steps)."""
 
-    def __init__(self, url: str, job_id: str, owner: str, *, lease_s: float, every_s: float,
-                 poll_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        url: str,
+        job_id: str,
+        owner: str,
+        *,
+        lease_s: float,
+        every_s: float,
+        poll_s: float = 0.1,
+    ) -> None:
         self.url, self.job_id, self.owner = url, job_id, owner
         self.lease_s, self.every_s, self.poll_s = lease_s, every_s, min(poll_s, every_s)
         self.lost = False
@@ -39,7 +47,9 @@ class LeaseKeeper:
         """One renewal now; a failure to reach the database is retried at the next tick."""
         try:
             with session_scope(self.url) as session:
-                flags = renew_lease(session, job_id=self.job_id, owner=self.owner, lease_s=self.lease_s)
+                flags = renew_lease(
+                    session, job_id=self.job_id, owner=self.owner, lease_s=self.lease_s
+                )
         except Exception as exc:  # noqa: BLE001 - the database may be restarting
             log.warning("lease renewal for %s failed: %s", self.job_id, exc)
             return

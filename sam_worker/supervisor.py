@@ -51,10 +51,16 @@ class Cluster:
 
     def __post_init__(self) -> None:
         cluster = self.settings.load_cluster()
-        self.parts = [Part("server", ["server", "--host", self.host, "--port", str(self.port)]),
-                      Part("scheduler", ["scheduler"])]
-        self.parts += [Part(f"compile-{i}", ["worker", "compile"]) for i in range(cluster.compile_servers)]
-        self.parts += [Part(f"wafer-{w.id}", ["worker", "wafer", "--wafer", w.id]) for w in cluster.wafers]
+        self.parts = [
+            Part("server", ["server", "--host", self.host, "--port", str(self.port)]),
+            Part("scheduler", ["scheduler"]),
+        ]
+        self.parts += [
+            Part(f"compile-{i}", ["worker", "compile"]) for i in range(cluster.compile_servers)
+        ]
+        self.parts += [
+            Part(f"wafer-{w.id}", ["worker", "wafer", "--wafer", w.id]) for w in cluster.wafers
+        ]
 
     @property
     def url(self) -> str:
@@ -72,9 +78,14 @@ class Cluster:
         logs.mkdir(parents=True, exist_ok=True)
         part.log_path = logs / f"{part.name}.log"
         out = open(part.log_path, "ab")  # noqa: SIM115 - the child owns it
-        part.proc = subprocess.Popen([*_SAM, *part.args], env=self.env(), stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_die_with_parent)
+        part.proc = subprocess.Popen(
+            [*_SAM, *part.args],
+            env=self.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         out.close()
 
     def start(self) -> None:
@@ -98,7 +109,9 @@ class Cluster:
                 part.proc = None
                 part.restarts += 1
                 part.next_start = now + min(10.0, 0.5 * 2 ** min(part.restarts, 5))
-                log.warning("%s exited with %s; restarting (log: %s)", part.name, code, part.log_path)
+                log.warning(
+                    "%s exited with %s; restarting (log: %s)", part.name, code, part.log_path
+                )
             if now >= part.next_start:
                 self._spawn(part)
                 restarted.append(part.name)
@@ -130,12 +143,17 @@ class Cluster:
             self.watch()
             try:
                 ready = httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-                cluster = httpx.get(f"{self.url}/api/v1/cluster", timeout=2,
-                                    headers={"Authorization": f"Bearer {token}"}).json()
+                cluster = httpx.get(
+                    f"{self.url}/api/v1/cluster",
+                    timeout=2,
+                    headers={"Authorization": f"Bearer {token}"},
+                ).json()
                 online = sum(1 for w in cluster["wafers"] if w["state"] == "online")
                 if ready and online >= expected:
                     return
             except (httpx.HTTPError, KeyError, ValueError):
                 pass
             time.sleep(0.3)
-        raise RuntimeError(f"the cluster did not become ready in {timeout:.0f}s; see {self.settings.data_dir}/logs")
+        raise RuntimeError(
+            f"the cluster did not become ready in {timeout:.0f}s; see {self.settings.data_dir}/logs"
+        )

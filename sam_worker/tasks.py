@@ -26,12 +26,16 @@ def compile_task(job_id: str) -> str:
     url = settings.resolved_database_url
     owner = f"compile:{WORKER_ID}"
     with session_scope(url) as session:
-        claim = lifecycle.claim_compile(session, job_id=job_id, owner=owner, lease_s=settings.lease_s)
+        claim = lifecycle.claim_compile(
+            session, job_id=job_id, owner=owner, lease_s=settings.lease_s
+        )
     if claim is None:
         return "skipped"
     count("busy")
     try:
-        with LeaseKeeper(url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s):
+        with LeaseKeeper(
+            url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s
+        ):
             result, error = run_compile(claim, settings)
     finally:
         count("busy", -1)
@@ -39,7 +43,9 @@ def compile_task(job_id: str) -> str:
     if result and result["cache_hit"]:
         count("cache_hits")
     with session_scope(url) as session:
-        state = lifecycle.finish_compile(session, job_id=job_id, owner=owner, result=result, error=error)
+        state = lifecycle.finish_compile(
+            session, job_id=job_id, owner=owner, result=result, error=error
+        )
     return state or "lost"
 
 

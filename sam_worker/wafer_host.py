@@ -28,7 +28,12 @@ class WaferHost:
         if cfg is None:
             known = ", ".join(w.id for w in cluster.wafers)
             raise SystemExit(f"wafer {wafer_id!r} is not in the cluster file (known: {known})")
-        self.wafer_id, self.arch, self.rows, self.cols = cfg.id, cfg.arch, cfg.rows or 0, cfg.cols or 0
+        self.wafer_id, self.arch, self.rows, self.cols = (
+            cfg.id,
+            cfg.arch,
+            cfg.rows or 0,
+            cfg.cols or 0,
+        )
         self.wafer = Wafer(cfg.arch, rows=self.rows, cols=self.cols)
         self.lock = threading.Lock()  # the wafer's region table is shared by the worker's threads
         self._stop = threading.Event()
@@ -51,8 +56,14 @@ class WaferHost:
 
     def beat(self) -> None:
         with session_scope(get_settings().resolved_database_url) as session:
-            heartbeat_wafer(session, wafer_id=self.wafer_id, worker=WORKER_ID, arch=self.arch,
-                            rows=self.rows, cols=self.cols)
+            heartbeat_wafer(
+                session,
+                wafer_id=self.wafer_id,
+                worker=WORKER_ID,
+                arch=self.arch,
+                rows=self.rows,
+                cols=self.cols,
+            )
 
     def start_heartbeat(self) -> None:
         every = get_settings().heartbeat_s

@@ -24,8 +24,16 @@ log = logging.getLogger("sam.worker.wafer")
 class StepReporter:
     """Buffers per-step records and log lines; writes them at most every `every_s` seconds."""
 
-    def __init__(self, url: str, job_id: str, owner: str, attempt: int, ckpt_dir: Path,
-                 every_s: float = 0.25, checkpoint_every: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        job_id: str,
+        owner: str,
+        attempt: int,
+        ckpt_dir: Path,
+        every_s: float = 0.25,
+        checkpoint_every: int | None = None,
+    ) -> None:
         self.url, self.job_id, self.owner, self.attempt = url, job_id, owner, attempt
         self.checkpoint_every = checkpoint_every
         self.ckpt_dir, self.every_s = ckpt_dir, every_s
@@ -37,10 +45,21 @@ class StepReporter:
 
     def on_step(self, rec: Any) -> None:
         loss = float(rec.loss)
-        self.steps.append({"step": rec.step, "loss": loss if math.isfinite(loss) else float("nan"),
-                           "sim_cycles": int(rec.sim_cycles), "samples_per_sec": float(rec.samples_per_sec)})
-        self.lines.append(("INFO", f"step {rec.step}: loss {loss:.6g}, {int(rec.sim_cycles)} cycles, "
-                                   f"{rec.samples_per_sec:.4g} samples/s (simulated)"))
+        self.steps.append(
+            {
+                "step": rec.step,
+                "loss": loss if math.isfinite(loss) else float("nan"),
+                "sim_cycles": int(rec.sim_cycles),
+                "samples_per_sec": float(rec.samples_per_sec),
+            }
+        )
+        self.lines.append(
+            (
+                "INFO",
+                f"step {rec.step}: loss {loss:.6g}, {int(rec.sim_cycles)} cycles, "
+                f"{rec.samples_per_sec:.4g} samples/s (simulated)",
+            )
+        )
         # The runtime writes checkpoint k right after step k-1's callback: every step before it
         # must be in the database first, or a crash after the checkpoint would lose those steps'
         # metrics (the next attempt resumes at k and never recomputes them).
@@ -59,10 +78,18 @@ class StepReporter:
         self.last_flush = time.monotonic()
         newest = latest_checkpoint(self.ckpt_dir)
         with session_scope(self.url) as session:
-            ok = lifecycle.record_steps(session, job_id=self.job_id, owner=self.owner,
-                                        attempt=self.attempt, steps=steps, lines=lines)
+            ok = lifecycle.record_steps(
+                session,
+                job_id=self.job_id,
+                owner=self.owner,
+                attempt=self.attempt,
+                steps=steps,
+                lines=lines,
+            )
             if ok and newest is not None and newest[0] != self.noted_ckpt:
-                lifecycle.note_checkpoint(session, job_id=self.job_id, owner=self.owner, step=newest[0])
+                lifecycle.note_checkpoint(
+                    session, job_id=self.job_id, owner=self.owner, step=newest[0]
+                )
                 self.noted_ckpt = newest[0]
         self.lost = self.lost or not ok
 
@@ -74,29 +101,51 @@ def run_on_wafer(job_id: str, attempt: int) -> str:
     wafer = host()
     owner = f"wafer:{wafer.wafer_id}:{WORKER_ID}:{attempt}"
     with session_scope(url) as session:
-        claim = lifecycle.claim_run(session, job_id=job_id, attempt=attempt, wafer_id=wafer.wafer_id,
-                                    owner=owner, lease_s=settings.lease_s)
+        claim = lifecycle.claim_run(
+            session,
+            job_id=job_id,
+            attempt=attempt,
+            wafer_id=wafer.wafer_id,
+            owner=owner,
+            lease_s=settings.lease_s,
+        )
     if claim is None:
         return "skipped"
-    with LeaseKeeper(url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s) as lease:
+    with LeaseKeeper(
+        url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s
+    ) as lease:
         outcome, error, report = _train(claim, settings, wafer, owner, lease)
     with session_scope(url) as session:
-        state = lifecycle.finish_run(session, job_id=job_id, owner=owner, attempt=attempt,
-                                     outcome=outcome, error=error, report=report)
+        state = lifecycle.finish_run(
+            session,
+            job_id=job_id,
+            owner=owner,
+            attempt=attempt,
+            outcome=outcome,
+            error=error,
+            report=report,
+        )
     log.info("job %s attempt %d: %s", job_id, attempt, state or "lease lost")
     return state or "lost"
 
 
-def _train(claim: lifecycle.Claim, settings: Settings, wafer: Any, owner: str,
-           lease: LeaseKeeper) -> tuple[str, tuple[str, str] | None, dict[str, Any] | None]:
+def _train(
+    claim: lifecycle.Claim, settings: Settings, wafer: Any, owner: str, lease: LeaseKeeper
+) -> tuple[str, tuple[str, str] | None, dict[str, Any] | None]:
     import compiler
 
     url = settings.resolved_database_url
     ckpt_dir = (settings.data_dir / "checkpoints" / claim.job_id).resolve()
     spec = claim.spec
     run_opts = spec.get("run_options") or {}
-    every = int(run_opts.get("checkpoint_every", 0)) if run_opts.get("checkpoint_enabled", True) else None
-    reporter = StepReporter(url, claim.job_id, owner, claim.attempt, ckpt_dir, checkpoint_every=every)
+    every = (
+        int(run_opts.get("checkpoint_every", 0))
+        if run_opts.get("checkpoint_enabled", True)
+        else None
+    )
+    reporter = StepReporter(
+        url, claim.job_id, owner, claim.attempt, ckpt_dir, checkpoint_every=every
+    )
     total = int(run_opts.get("num_epochs", 1)) * int(run_opts.get("steps_per_epoch", 1))
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
@@ -135,12 +184,23 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, total, run_opts)
     workdir = (settings.data_dir / "scratch" / claim.job_id).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     batches = compiler.iter_batches(claim.spec, claim.files, start_step, workdir)
-    every = int(run_opts.get("checkpoint_every", 0)) if run_opts.get("checkpoint_enabled", True) else None
+    every = (
+        int(run_opts.get("checkpoint_every", 0))
+        if run_opts.get("checkpoint_enabled", True)
+        else None
+    )
     try:
-        result = runtime.train(job, batches, start_step=start_step, total_steps=total,
-                               checkpoint_every=every, checkpoint_dir=ckpt_dir,
-                               stop_on_nan=bool(run_opts.get("stop_on_nan", True)),
-                               on_step=reporter.on_step, should_stop=should_stop)
+        result = runtime.train(
+            job,
+            batches,
+            start_step=start_step,
+            total_steps=total,
+            checkpoint_every=every,
+            checkpoint_dir=ckpt_dir,
+            stop_on_nan=bool(run_opts.get("stop_on_nan", True)),
+            on_step=reporter.on_step,
+            should_stop=should_stop,
+        )
     except Exception as exc:  # noqa: BLE001
         reporter.flush()
         kind = getattr(exc, "kind", "model_error" if "batch" in str(exc).lower() else "internal")
@@ -178,6 +238,13 @@ def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, run_opts, settin
     if lease.preempt:
         return "preempted", None, report
     if timed_out.is_set():
-        return "failed", ("timeout", f"the job ran past its time_limit of {claim.time_limit_s}s; "
-                                     "raise resources.time_limit or train fewer steps"), report
+        return (
+            "failed",
+            (
+                "timeout",
+                f"the job ran past its time_limit of {claim.time_limit_s}s; "
+                "raise resources.time_limit or train fewer steps",
+            ),
+            report,
+        )
     return "failed", ("internal", result.message or "the run stopped"), report

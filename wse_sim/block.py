@@ -226,14 +226,15 @@ def _host_cycles(region: Region, words: int, h: int, streamed: bool = False) -> 
     arch = region.arch
     channels_per_row = arch.io_channels_per_edge / arch.rows
     channels = int(min(arch.max_memcpy_channels, max(1, round(2 * h * channels_per_row))))
-    seconds = (
-        words * arch.wavelet_bits / (channels * arch.host_channel_gbps * 1e9)
-        + (0.0 if streamed else arch.host_txn_overhead_s)
+    seconds = words * arch.wavelet_bits / (channels * arch.host_channel_gbps * 1e9) + (
+        0.0 if streamed else arch.host_txn_overhead_s
     )
     return int(np.ceil(seconds * arch.clock_hz))
 
 
-def _host(region: Region, words: int, rect: Rect | None, inbound: bool, streamed: bool = False) -> int:
+def _host(
+    region: Region, words: int, rect: Rect | None, inbound: bool, streamed: bool = False
+) -> int:
     r, c, h, w = region.rect(rect)
     if words <= 0:
         return 0
@@ -246,14 +247,18 @@ def _host(region: Region, words: int, rect: Rect | None, inbound: bool, streamed
     return cycles
 
 
-def host_to_region(region: Region, words: int, rect: Rect | None = None, *, streamed: bool = False) -> int:
+def host_to_region(
+    region: Region, words: int, rect: Rect | None = None, *, streamed: bool = False
+) -> int:
     """Stream `words` 32-bit words from the host into rect (edge channels, 7 Gb/s each, plus
     the per-transaction overhead unless `streamed`). All PEs of rect wait for it. Returns its
     cycles."""
     return _host(region, words, rect, inbound=True, streamed=streamed)
 
 
-def region_to_host(region: Region, words: int, rect: Rect | None = None, *, streamed: bool = False) -> int:
+def region_to_host(
+    region: Region, words: int, rect: Rect | None = None, *, streamed: bool = False
+) -> int:
     """Stream `words` 32-bit words from rect to the host; see host_to_region."""
     return _host(region, words, rect, inbound=False, streamed=streamed)
 

@@ -41,25 +41,40 @@ async def submit(
     return await run_in_threadpool(_submit, request, body, dry_run, idempotency_key, authorization)
 
 
-def _submit(request: Request, body: JobSubmit, dry_run: bool, idempotency_key: str | None,
-            authorization: str | None) -> Response:
+def _submit(
+    request: Request,
+    body: JobSubmit,
+    dry_run: bool,
+    idempotency_key: str | None,
+    authorization: str | None,
+) -> Response:
     with request.app.state.sessions() as session:
         principal = principal_from_header(session, authorization)
         if dry_run:
-            spec = svc.validate_submission(spec=body.spec, spec_yaml=body.spec_yaml, files=body.files)
+            spec = svc.validate_submission(
+                spec=body.spec, spec_yaml=body.spec_yaml, files=body.files
+            )
             rows, cols = spec.resources.shape()
             payload = {"valid": True, "spec": spec.model_dump(mode="json", by_alias=True)}
             return JSONResponse({**payload, "region": {"rows": rows, "cols": cols}})
         request.app.state.submit_buckets.take(principal.tenant or principal.name)
-        result = svc.submit_job(session, principal=principal, spec=body.spec,
-                                spec_yaml=body.spec_yaml, files=body.files,
-                                idempotency_key=idempotency_key)
+        result = svc.submit_job(
+            session,
+            principal=principal,
+            spec=body.spec,
+            spec_yaml=body.spec_yaml,
+            files=body.files,
+            idempotency_key=idempotency_key,
+        )
         session.commit()
     request.app.state.submits_total.inc()
     # A ready JSONResponse skips re-validating our own output against the response model
     # (documented above for OpenAPI).
-    return JSONResponse(result.view, status_code=201 if result.created else 200,
-                        headers={"Location": f"/api/v1/jobs/{result.job_id}"})
+    return JSONResponse(
+        result.view,
+        status_code=201 if result.created else 200,
+        headers={"Location": f"/api/v1/jobs/{result.job_id}"},
+    )
 
 
 @router.get("/jobs", response_model=JobPage)
@@ -74,8 +89,13 @@ def list_jobs(
 ) -> Response:
     """Jobs newest first, a page at a time; follow `next_cursor` until it is null."""
     jobs, next_cursor = svc.list_jobs(
-        session, principal=principal, states=state, user=user, tenant=tenant,
-        limit=limit, cursor=cursor,
+        session,
+        principal=principal,
+        states=state,
+        user=user,
+        tenant=tenant,
+        limit=limit,
+        cursor=cursor,
     )
     return JSONResponse({"items": [job_view(j) for j in jobs], "next_cursor": next_cursor})
 
@@ -89,8 +109,10 @@ def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Respon
 @router.post("/jobs/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=JobRead)
 def cancel(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
     """Cancel; 409 if the job had already ended."""
-    return JSONResponse(job_view(svc.cancel_job(session, principal=principal, job_id=job_id)),
-                        status_code=status.HTTP_202_ACCEPTED)
+    return JSONResponse(
+        job_view(svc.cancel_job(session, principal=principal, job_id=job_id)),
+        status_code=status.HTTP_202_ACCEPTED,
+    )
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
@@ -99,8 +121,9 @@ def logs(job_id: str, request: Request, session: SessionDep, principal: Principa
     job = svc.get_job(session, principal=principal, job_id=job_id)
     if "text/event-stream" in request.headers.get("accept", ""):
         stream = _follow(request, principal, job.id)
-        return StreamingResponse(stream, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return StreamingResponse(
+            stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
     text = "".join(observe.format_log(line) + "\n" for line in observe.log_lines(session, job=job))
     return PlainTextResponse(text)
 
@@ -146,16 +169,22 @@ def report(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[st
     images = {}
     if job.report:
         images = {n.split(".")[0]: f"/api/v1/jobs/{job.id}/report/{n}" for n in sorted(HEATMAPS)}
-    return {"job_id": job.id, "state": job.state, "compile": job.compile_summary,
-            "run": job.report, "images": images}
+    return {
+        "job_id": job.id,
+        "state": job.state,
+        "compile": job.compile_summary,
+        "run": job.report,
+        "images": images,
+    }
 
 
 HEATMAPS = {"utilization.png", "sram.png"}
 
 
 @router.get("/jobs/{job_id}/report/{name}", response_class=FileResponse)
-def report_image(job_id: str, name: str, request: Request, session: SessionDep,
-                 principal: PrincipalDep) -> FileResponse:
+def report_image(
+    job_id: str, name: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> FileResponse:
     """A heatmap of the performance report: `utilization.png` or `sram.png` (per PE)."""
     job = svc.get_job(session, principal=principal, job_id=job_id)
     if name not in HEATMAPS:  # never build a path from user input beyond this fixed set

@@ -48,5 +48,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
-        return problem(500, "Internal error", f"{type(exc).__name__}: the server failed; "
-                       "the error is in its log", "internal")
+        return problem(
+            500,
+            "Internal error",
+            f"{type(exc).__name__}: the server failed; the error is in its log",
+            "internal",
+        )

@@ -49,8 +49,12 @@ def set_quota(name: str, body: Quota, session: SessionDep, principal: PrincipalD
     return svc.read_tenant(session, tenant)
 
 
-@router.post("/tenants/{name}/users", status_code=status.HTTP_201_CREATED, response_model=UserCreated)
-def create_user(name: str, body: UserCreate, session: SessionDep, principal: PrincipalDep) -> UserCreated:
+@router.post(
+    "/tenants/{name}/users", status_code=status.HTTP_201_CREATED, response_model=UserCreated
+)
+def create_user(
+    name: str, body: UserCreate, session: SessionDep, principal: PrincipalDep
+) -> UserCreated:
     """Create a user in a tenant (admin); the token is shown only in this response."""
     require_admin(principal)
     tenant = svc.get_tenant(session, principal=principal, name=name)

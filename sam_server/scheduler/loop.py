@@ -43,8 +43,10 @@ class CycleStats:
 
 def policy_config(settings: Settings) -> PolicyConfig:
     """The live policy's knobs (the defaults are SAM's policy)."""
-    return PolicyConfig(min_run_before_preempt_s=settings.preempt_min_run_s,
-                        max_preemptions_per_job=settings.max_preemptions_per_job)
+    return PolicyConfig(
+        min_run_before_preempt_s=settings.preempt_min_run_s,
+        max_preemptions_per_job=settings.max_preemptions_per_job,
+    )
 
 
 def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> CycleStats:
@@ -60,11 +62,18 @@ def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> Cycl
         stats.reused = reuse_compiled(session, jobs)
         session.flush()
         charge_usage(session, jobs, half_life_s=config.half_life_s)
-        snapshot = build_snapshot(session, jobs, now=time.time(), config=config,
-                                  compile_servers=cluster.compile_servers,
-                                  stale_s=settings.heartbeat_s * 3)
+        snapshot = build_snapshot(
+            session,
+            jobs,
+            now=time.time(),
+            config=config,
+            compile_servers=cluster.compile_servers,
+            stale_s=settings.heartbeat_s * 3,
+        )
         decided = plan(snapshot, time.time(), config)
-        apply_plan(session, decided, {j.id: j for j in jobs}, dispatch_timeout_s=settings.lease_s * 2)
+        apply_plan(
+            session, decided, {j.id: j for j in jobs}, dispatch_timeout_s=settings.lease_s * 2
+        )
         stats.compiles, stats.starts = len(decided.compiles), len(decided.starts)
         stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.waiting)
     stats.seconds = time.perf_counter() - started
@@ -75,14 +84,20 @@ def dispatch_outbox(settings: Settings, send) -> int:  # type: ignore[no-untyped
     """Send every unsent outbox message with `send(task, queue, payload)`; returns how many."""
     sent = 0
     with session_scope(settings.resolved_database_url) as session:
-        pending = list(session.execute(
-            select(OutboxMessage).where(OutboxMessage.sent_at.is_(None)).order_by(OutboxMessage.id)
-        ).scalars())
+        pending = list(
+            session.execute(
+                select(OutboxMessage)
+                .where(OutboxMessage.sent_at.is_(None))
+                .order_by(OutboxMessage.id)
+            ).scalars()
+        )
         for message in pending:
             try:
                 send(message.task, message.queue, message.payload)
             except Exception as exc:  # noqa: BLE001 - broker down: keep it for the next cycle
-                log.warning("dispatch of %s to %s failed (%s); will retry", message.task, message.queue, exc)
+                log.warning(
+                    "dispatch of %s to %s failed (%s); will retry", message.task, message.queue, exc
+                )
                 break
             message.sent_at = utcnow()
             session.commit()
@@ -97,8 +112,13 @@ def celery_sender():  # type: ignore[no-untyped-def]
     app = get_celery()
 
     def send(task: str, queue: str, payload: dict) -> None:  # type: ignore[type-arg]
-        app.send_task(task, kwargs=payload, queue=queue, retry=True,
-                      retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5})
+        app.send_task(
+            task,
+            kwargs=payload,
+            queue=queue,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
 
     return send
 
@@ -126,9 +146,16 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
                 stats = run_cycle(settings)
                 last_marker, last_cycle = marker, time.monotonic()
                 if stats.compiles or stats.starts or stats.preemptions or stats.reaped:
-                    log.info("cycle: %d compiles, %d starts, %d preemptions, %d waiting, "
-                             "%d requeued (%.3fs)", stats.compiles, stats.starts, stats.preemptions,
-                             stats.waiting, len(stats.reaped), stats.seconds)
+                    log.info(
+                        "cycle: %d compiles, %d starts, %d preemptions, %d waiting, "
+                        "%d requeued (%.3fs)",
+                        stats.compiles,
+                        stats.starts,
+                        stats.preemptions,
+                        stats.waiting,
+                        len(stats.reaped),
+                        stats.seconds,
+                    )
             dispatch_outbox(settings, send)
         except Exception:  # noqa: BLE001 - a cycle failure (database restarting) is retried
             log.exception("scheduling cycle failed; retrying")

@@ -16,8 +16,9 @@ def reap_expired(session: Session, *, max_attempts: int) -> list[str]:
     """Requeue (or fail with `worker_lost` after `max_attempts`) every job whose lease expired."""
     now = utcnow()
     expired = session.execute(
-        select(Job).where(Job.state.in_(LEASED), Job.lease_expires_at.is_not(None),
-                          Job.lease_expires_at < now)
+        select(Job).where(
+            Job.state.in_(LEASED), Job.lease_expires_at.is_not(None), Job.lease_expires_at < now
+        )
     ).scalars()
     touched = []
     for job in expired:
@@ -35,14 +36,21 @@ def _requeue(session: Session, job: Job, max_attempts: int) -> None:
     job.lost_attempts += 1
     if job.lost_attempts >= max_attempts:
         job.error_kind = "worker_lost"
-        job.error_message = (f"the job's worker was lost {job.lost_attempts} times (last: {who}); "
-                             "giving up — resubmit it, and tell an admin if it keeps happening")
+        job.error_message = (
+            f"the job's worker was lost {job.lost_attempts} times (last: {who}); "
+            "giving up — resubmit it, and tell an admin if it keeps happening"
+        )
         transition(session, job, JobState.FAILED, reason="worker_lost")
         return
     back = JobState.QUEUED if job.state == JobState.COMPILING.value else JobState.PENDING
     resume = f"; resumes from step {job.checkpoint_step}" if job.checkpoint_step else ""
-    session.add(JobLog(job_id=job.id, level="WARN",
-                       line=f"lease expired ({who}); requeued as {back.value}{resume}"))
+    session.add(
+        JobLog(
+            job_id=job.id,
+            level="WARN",
+            line=f"lease expired ({who}); requeued as {back.value}{resume}",
+        )
+    )
     job.reason = "Requeued"
     transition(session, job, back, reason=f"lease expired ({who})")
 

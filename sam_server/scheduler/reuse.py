@@ -17,8 +17,9 @@ def reuse_compiled(session: Session, jobs: list[Job]) -> int:
     hashes = {j.compile_hash for j in queued}
     known: dict[str, tuple[str, dict | None]] = {}  # type: ignore[type-arg]
     rows = session.execute(
-        select(Job.compile_hash, Job.compile_key, Job.compile_summary)
-        .where(Job.compile_hash.in_(hashes), Job.compile_key.is_not(None))
+        select(Job.compile_hash, Job.compile_key, Job.compile_summary).where(
+            Job.compile_hash.in_(hashes), Job.compile_key.is_not(None)
+        )
     )
     for digest, key, summary in rows:
         known.setdefault(digest, (key, summary))

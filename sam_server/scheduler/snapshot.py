@@ -27,7 +27,9 @@ def _ts(value: datetime | None) -> float | None:
 
 def load_active_jobs(session: Session) -> list[Job]:
     """Every job that is not terminal."""
-    return list(session.execute(select(Job).where(Job.state.in_([s.value for s in ACTIVE]))).scalars())
+    return list(
+        session.execute(select(Job).where(Job.state.in_([s.value for s in ACTIVE]))).scalars()
+    )
 
 
 def to_policy_job(job: Job) -> PolicyJob:
@@ -49,25 +51,41 @@ def to_policy_job(job: Job) -> PolicyJob:
         started_at=_ts(job.started_at),
         preempt_count=job.preempt_count,
         last_preempted_at=_ts(job.last_preempted_at),
-        preemptible=job.mode == "train" and bool((job.spec.get("run_options") or {}).get("checkpoint_enabled", True)),
+        preemptible=job.mode == "train"
+        and bool((job.spec.get("run_options") or {}).get("checkpoint_enabled", True)),
     )
 
 
 def build_snapshot(
-    session: Session, jobs: list[Job], *, now: float, config: PolicyConfig,
-    compile_servers: int, stale_s: float,
+    session: Session,
+    jobs: list[Job],
+    *,
+    now: float,
+    config: PolicyConfig,
+    compile_servers: int,
+    stale_s: float,
 ) -> Snapshot:
     """The policy's view of the cluster at `now` (epoch seconds)."""
     wafers = []
     for w in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
         allocs = tuple(
-            Allocation(j.id, j.tenant.name, j.region_row or 0, j.region_col or 0,
-                       j.region_rows or 0, j.region_cols or 0)
-            for j in jobs if j.wafer_id == w.id and j.state in HOLDS_REGION
+            Allocation(
+                j.id,
+                j.tenant.name,
+                j.region_row or 0,
+                j.region_col or 0,
+                j.region_rows or 0,
+                j.region_cols or 0,
+            )
+            for j in jobs
+            if j.wafer_id == w.id and j.state in HOLDS_REGION
         )
         online = wafer_online(w, now=datetime.fromtimestamp(now).astimezone(), stale_s=stale_s)
         wafers.append(PolicyWafer(w.id, w.rows, w.cols, online=online, allocations=allocs))
-    tenants = {t.name: _tenant_state(session, t, now, config) for t in session.execute(select(Tenant)).scalars()}
+    tenants = {
+        t.name: _tenant_state(session, t, now, config)
+        for t in session.execute(select(Tenant)).scalars()
+    }
     compiling = sum(1 for j in jobs if j.state == "compiling")
     live_servers = _live_compile_servers(session, now, stale_s)
     slots = max(0, max(compile_servers, live_servers) * 2 - compiling)
@@ -80,9 +98,13 @@ def build_snapshot(
     )
 
 
-def _tenant_state(session: Session, tenant: Tenant, now: float, config: PolicyConfig) -> TenantState:
+def _tenant_state(
+    session: Session, tenant: Tenant, now: float, config: PolicyConfig
+) -> TenantState:
     elapsed = now - (_ts(tenant.usage_at) or now)
-    users = session.execute(select(User.name, User.usage_pe_s).where(User.tenant_id == tenant.id)).all()
+    users = session.execute(
+        select(User.name, User.usage_pe_s).where(User.tenant_id == tenant.id)
+    ).all()
     return TenantState(
         quota=Quota(tenant.max_pes, tenant.max_running_jobs, tenant.max_queued_jobs, tenant.share),
         usage_pe_s=decay_usage(tenant.usage_pe_s, elapsed, config.half_life_s),

@@ -24,7 +24,9 @@ def charge_usage(session: Session, jobs: list[Job], *, half_life_s: float) -> No
     for tenant in session.execute(select(Tenant)).scalars():
         last = as_utc(tenant.usage_at) or now
         elapsed = max(0.0, (now - last).total_seconds())
-        tenant.usage_pe_s = update_usage(tenant.usage_pe_s, tenant_pes[tenant.id], elapsed, half_life_s)
+        tenant.usage_pe_s = update_usage(
+            tenant.usage_pe_s, tenant_pes[tenant.id], elapsed, half_life_s
+        )
         tenant.usage_at = now
         users = session.execute(select(User).where(User.tenant_id == tenant.id)).scalars()
         for user in users:

@@ -74,7 +74,9 @@ class DataSpec(_Strict):
     @model_validator(mode="after")
     def _source_fields(self) -> DataSpec:
         if self.source == "file" and not self.function:
-            raise ValueError("data.source 'file' needs data.function (make_batch(step, batch_size))")
+            raise ValueError(
+                "data.source 'file' needs data.function (make_batch(step, batch_size))"
+            )
         if self.source == "synthetic" and self.function:
             raise ValueError("data.function is only for data.source 'file'")
         return self

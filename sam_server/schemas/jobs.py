@@ -123,7 +123,11 @@ def job_view(job: Job) -> dict[str, Any]:
         "attempts": job.attempts,
         "reason": job.reason,
         "region": region,
-        "progress": {"step": job.progress_step, "total_steps": job.total_steps, "loss": job.progress_loss},
+        "progress": {
+            "step": job.progress_step,
+            "total_steps": job.total_steps,
+            "loss": job.progress_loss,
+        },
         "error": error,
         "compile": compile_info,
     }

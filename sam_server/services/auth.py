@@ -63,8 +63,19 @@ def issue_token(session: Session, *, user: User, token: str | None = None) -> st
 
 # One statement per request: token, user and tenant limits together (every call pays for this).
 _AUTH_QUERY = (
-    select(ApiToken.token_hash, ApiToken.revoked_at, User.id, User.name, User.role, User.tenant_id,
-           Tenant.name, Tenant.max_pes, Tenant.max_running_jobs, Tenant.max_queued_jobs, Tenant.share)
+    select(
+        ApiToken.token_hash,
+        ApiToken.revoked_at,
+        User.id,
+        User.name,
+        User.role,
+        User.tenant_id,
+        Tenant.name,
+        Tenant.max_pes,
+        Tenant.max_running_jobs,
+        Tenant.max_queued_jobs,
+        Tenant.share,
+    )
     .join(User, ApiToken.user_id == User.id)
     .outerjoin(Tenant, User.tenant_id == Tenant.id)
 )
@@ -73,7 +84,9 @@ _AUTH_QUERY = (
 def authenticate(session: Session, *, token: str | None) -> Principal:
     """The principal owning `token`, or `Unauthorized`."""
     if not token:
-        raise Unauthorized("send 'Authorization: Bearer <token>'; `sam admin user create` makes one")
+        raise Unauthorized(
+            "send 'Authorization: Bearer <token>'; `sam admin user create` makes one"
+        )
     digest = hash_token(token)
     row = session.execute(_AUTH_QUERY.where(ApiToken.token_hash == digest)).first()
     if row is None or row[1] is not None or not hmac.compare_digest(row[0], digest):

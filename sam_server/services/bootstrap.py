@@ -47,6 +47,12 @@ def register_wafers(session: Session, cluster: ClusterConfig) -> None:
     for cfg in cluster.wafers:
         wafer = known.get(cfg.id)
         if wafer is None:
-            session.add(Wafer(id=cfg.id, arch=cfg.arch, rows=cfg.rows, cols=cfg.cols, state="offline"))
+            session.add(
+                Wafer(id=cfg.id, arch=cfg.arch, rows=cfg.rows, cols=cfg.cols, state="offline")
+            )
         else:
-            wafer.arch, wafer.rows, wafer.cols = cfg.arch, cfg.rows or wafer.rows, cfg.cols or wafer.cols
+            wafer.arch, wafer.rows, wafer.cols = (
+                cfg.arch,
+                cfg.rows or wafer.rows,
+                cfg.cols or wafer.cols,
+            )

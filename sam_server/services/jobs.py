@@ -64,7 +64,9 @@ def validate_submission(
         try:
             spec = load_spec_yaml(spec_yaml)
         except ValueError as exc:
-            raise InvalidSpec(str(exc), errors=[{"field": "spec_yaml", "message": str(exc)}]) from exc
+            raise InvalidSpec(
+                str(exc), errors=[{"field": "spec_yaml", "message": str(exc)}]
+            ) from exc
     parsed = parse_spec(spec)
     check_files(parsed, files)
     return parsed
@@ -130,32 +132,69 @@ def submit_job(
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
     session.execute(insert(JOBS).values(**values))
-    session.execute(insert(JOB_EVENTS).values(
-        job_id=values["id"], at=values["created_at"], from_state=None, to_state="queued",
-        reason=f"submitted by {principal.name}"))
-    row = SimpleNamespace(**values, tenant=SimpleNamespace(name=principal.tenant),
-                          user=SimpleNamespace(name=principal.name))
+    session.execute(
+        insert(JOB_EVENTS).values(
+            job_id=values["id"],
+            at=values["created_at"],
+            from_state=None,
+            to_state="queued",
+            reason=f"submitted by {principal.name}",
+        )
+    )
+    row = SimpleNamespace(
+        **values,
+        tenant=SimpleNamespace(name=principal.tenant),
+        user=SimpleNamespace(name=principal.name),
+    )
     return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
 
 
-def _job_values(principal: Principal, spec: JobSpec, files: dict[str, str],
-                idempotency_key: str | None, digest: str) -> dict[str, Any]:
+def _job_values(
+    principal: Principal,
+    spec: JobSpec,
+    files: dict[str, str],
+    idempotency_key: str | None,
+    digest: str,
+) -> dict[str, Any]:
     rows, cols = spec.resources.shape()
     now = utcnow()
     return {
-        "id": new_job_id(), "seq": time.time_ns(), "tenant_id": principal.tenant_id,
-        "user_id": principal.user_id, "name": spec.name, "state": JobState.QUEUED.value,
-        "priority": spec.priority, "mode": spec.mode,
-        "spec": spec.model_dump(mode="json", by_alias=True), "files": files,
-        "req_rows": rows, "req_cols": cols, "time_limit_s": spec.resources.time_limit,
+        "id": new_job_id(),
+        "seq": time.time_ns(),
+        "tenant_id": principal.tenant_id,
+        "user_id": principal.user_id,
+        "name": spec.name,
+        "state": JobState.QUEUED.value,
+        "priority": spec.priority,
+        "mode": spec.mode,
+        "spec": spec.model_dump(mode="json", by_alias=True),
+        "files": files,
+        "req_rows": rows,
+        "req_cols": cols,
+        "time_limit_s": spec.resources.time_limit,
         "total_steps": spec.run_options.total_steps if spec.mode == "train" else 0,
-        "idempotency_key": idempotency_key, "request_hash": digest,
-        "compile_hash": compile_hash(spec, files), "created_at": now, "updated_at": now,
-        "eligible_at": None, "started_at": None, "finished_at": None,
-        "reason": "CompilePending", "attempts": 0, "lost_attempts": 0, "progress_step": 0,
-        "progress_loss": None, "preempt_count": 0, "version": 0, "cancel_requested": False,
-        "preempt_requested": False, "wafer_id": None, "error_kind": None,
-        "compile_cache_hit": None, "compile_key": None, "compile_seconds": None,
+        "idempotency_key": idempotency_key,
+        "request_hash": digest,
+        "compile_hash": compile_hash(spec, files),
+        "created_at": now,
+        "updated_at": now,
+        "eligible_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "reason": "CompilePending",
+        "attempts": 0,
+        "lost_attempts": 0,
+        "progress_step": 0,
+        "progress_loss": None,
+        "preempt_count": 0,
+        "version": 0,
+        "cancel_requested": False,
+        "preempt_requested": False,
+        "wafer_id": None,
+        "error_kind": None,
+        "compile_cache_hit": None,
+        "compile_key": None,
+        "compile_seconds": None,
     }
 
 

@@ -37,9 +37,23 @@ class Claim:
 def _claim_of(job: Job) -> Claim:
     region = None
     if job.wafer_id is not None:
-        region = (job.region_row or 0, job.region_col or 0, job.region_rows or 0, job.region_cols or 0)
-    return Claim(job.id, job.attempts, job.spec, job.files, job.req_rows, job.req_cols, region,
-                 job.compile_key, job.time_limit_s)
+        region = (
+            job.region_row or 0,
+            job.region_col or 0,
+            job.region_rows or 0,
+            job.region_cols or 0,
+        )
+    return Claim(
+        job.id,
+        job.attempts,
+        job.spec,
+        job.files,
+        job.req_rows,
+        job.req_cols,
+        region,
+        job.compile_key,
+        job.time_limit_s,
+    )
 
 
 def _take_lease(session: Session, job: Job, owner: str, lease_s: float) -> bool:
@@ -51,8 +65,12 @@ def _take_lease(session: Session, job: Job, owner: str, lease_s: float) -> bool:
     result = session.execute(
         update(Job)
         .where(Job.id == job.id, Job.version == job.version)
-        .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=lease_s),
-                version=job.version + 1, updated_at=now)
+        .values(
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            version=job.version + 1,
+            updated_at=now,
+        )
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return False
@@ -95,7 +113,9 @@ def _current_attempt(session: Session, job: Job) -> JobAttempt | None:
     ).scalar_one_or_none()
 
 
-def renew_lease(session: Session, *, job_id: str, owner: str, lease_s: float) -> dict[str, bool] | None:
+def renew_lease(
+    session: Session, *, job_id: str, owner: str, lease_s: float
+) -> dict[str, bool] | None:
     """Extend our lease; None if we lost it (the worker must stop at once).
 
     Returns the job's stop flags so that the worker learns about cancel/preempt requests.
@@ -103,8 +123,11 @@ def renew_lease(session: Session, *, job_id: str, owner: str, lease_s: float) ->
     now = utcnow()
     result = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.lease_owner == owner,
-               Job.state.in_(["compiling", "running", "cancelling"]))
+        .where(
+            Job.id == job_id,
+            Job.lease_owner == owner,
+            Job.state.in_(["compiling", "running", "cancelling"]),
+        )
         .values(lease_expires_at=now + timedelta(seconds=lease_s))
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
@@ -118,8 +141,9 @@ def renew_lease(session: Session, *, job_id: str, owner: str, lease_s: float) ->
 def read_flags(session: Session, *, job_id: str, owner: str) -> dict[str, bool] | None:
     """The job's stop flags, or None if `owner` no longer holds it."""
     row = session.execute(
-        select(Job.cancel_requested, Job.preempt_requested, Job.state, Job.lease_owner)
-        .where(Job.id == job_id)
+        select(Job.cancel_requested, Job.preempt_requested, Job.state, Job.lease_owner).where(
+            Job.id == job_id
+        )
     ).one_or_none()
     if row is None or row[3] != owner:
         return None
@@ -134,7 +158,11 @@ def _owned(session: Session, job_id: str, owner: str) -> Job | None:
 
 
 def finish_compile(
-    session: Session, *, job_id: str, owner: str, result: dict[str, Any] | None,
+    session: Session,
+    *,
+    job_id: str,
+    owner: str,
+    result: dict[str, Any] | None,
     error: tuple[str, str] | None = None,
 ) -> str | None:
     """Record a compile's outcome; the job goes on to `pending` (or ends). Returns the new state."""
@@ -166,26 +194,44 @@ def _record_compile(session: Session, job: Job, result: dict[str, Any]) -> None:
         transition(session, job, JobState.PENDING, reason=hit)
 
 
-def reuse_artifact(session: Session, job: Job, *, artifact: str, summary: dict[str, Any] | None) -> None:
+def reuse_artifact(
+    session: Session, job: Job, *, artifact: str, summary: dict[str, Any] | None
+) -> None:
     """A queued job whose compile inputs match an earlier successful compile takes its
     content-addressed artifact at once, with no trip through a compile server."""
     transition(session, job, JobState.COMPILING, reason="identical compile already done")
-    _record_compile(session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0,
-                                   "summary": summary})
+    _record_compile(
+        session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0, "summary": summary}
+    )
 
 
-def record_steps(session: Session, *, job_id: str, owner: str, attempt: int,
-                 steps: list[dict[str, Any]], lines: list[tuple[str, str]]) -> bool:
+def record_steps(
+    session: Session,
+    *,
+    job_id: str,
+    owner: str,
+    attempt: int,
+    steps: list[dict[str, Any]],
+    lines: list[tuple[str, str]],
+) -> bool:
     """Store per-step metrics and log lines; False if the lease is no longer ours."""
     job = session.get(Job, job_id)
     if job is None or job.lease_owner != owner or job.attempts != attempt:
         return False
     if steps:
         first = min(s["step"] for s in steps)
-        session.execute(delete(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step >= first))
+        session.execute(
+            delete(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step >= first)
+        )
         session.add_all(
-            JobMetric(job_id=job_id, step=s["step"], loss=s["loss"], sim_cycles=s["sim_cycles"],
-                      samples_per_sec=s["samples_per_sec"], attempt=attempt)
+            JobMetric(
+                job_id=job_id,
+                step=s["step"],
+                loss=s["loss"],
+                sim_cycles=s["sim_cycles"],
+                samples_per_sec=s["samples_per_sec"],
+                attempt=attempt,
+            )
             for s in steps
         )
         last = steps[-1]
@@ -204,8 +250,14 @@ def note_checkpoint(session: Session, *, job_id: str, owner: str, step: int) -> 
 
 
 def finish_run(
-    session: Session, *, job_id: str, owner: str, attempt: int, outcome: str,
-    error: tuple[str, str] | None = None, report: dict[str, Any] | None = None,
+    session: Session,
+    *,
+    job_id: str,
+    owner: str,
+    attempt: int,
+    outcome: str,
+    error: tuple[str, str] | None = None,
+    report: dict[str, Any] | None = None,
 ) -> str | None:
     """End our attempt: succeeded / cancelled / preempted (back to pending) / failed."""
     job = _owned(session, job_id, owner)
@@ -250,7 +302,9 @@ def log(session: Session, job_id: str, line: str, *, level: str = "INFO") -> Non
     session.add(JobLog(job_id=job_id, level=level, line=line))
 
 
-def heartbeat_wafer(session: Session, *, wafer_id: str, worker: str, arch: str, rows: int, cols: int) -> None:
+def heartbeat_wafer(
+    session: Session, *, wafer_id: str, worker: str, arch: str, rows: int, cols: int
+) -> None:
     """Mark the wafer online under this worker (registering it if the cluster file lacked it)."""
     wafer = session.get(Wafer, wafer_id)
     if wafer is None:
@@ -259,8 +313,9 @@ def heartbeat_wafer(session: Session, *, wafer_id: str, worker: str, arch: str, 
     wafer.state, wafer.worker, wafer.heartbeat_at = "online", worker, utcnow()
 
 
-def heartbeat_compile_server(session: Session, *, server_id: str, busy: int,
-                             compiles: int, cache_hits: int) -> None:
+def heartbeat_compile_server(
+    session: Session, *, server_id: str, busy: int, compiles: int, cache_hits: int
+) -> None:
     """A compile server's liveness and counters."""
     row = session.get(CompileServer, server_id)
     if row is None:

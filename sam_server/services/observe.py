@@ -38,7 +38,12 @@ def metrics(session: Session, *, job: Job) -> dict[str, Any]:
         select(JobMetric).where(JobMetric.job_id == job.id).order_by(JobMetric.step)
     ).scalars()
     steps = [
-        {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles, "samples_per_sec": m.samples_per_sec}
+        {
+            "step": m.step,
+            "loss": m.loss,
+            "sim_cycles": m.sim_cycles,
+            "samples_per_sec": m.samples_per_sec,
+        }
         for m in rows
     ]
     total_cycles = sum(s["sim_cycles"] for s in steps)
@@ -102,9 +107,7 @@ def wafer_online(wafer: Wafer, *, now: datetime | None = None, stale_s: float = 
 
 def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) -> dict[str, Any]:
     """Wafers with their allocations (other tenants' job ids hidden from non-admins)."""
-    running = list(
-        session.execute(select(Job).where(Job.wafer_id.is_not(None))).scalars()
-    )
+    running = list(session.execute(select(Job).where(Job.wafer_id.is_not(None))).scalars())
     out = []
     for wafer in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
         allocs = []
@@ -134,8 +137,13 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
             }
         )
     servers = [
-        {"id": s.id, "heartbeat_at": as_utc(s.heartbeat_at), "busy": s.busy, "compiles": s.compiles,
-         "cache_hits": s.cache_hits}
+        {
+            "id": s.id,
+            "heartbeat_at": as_utc(s.heartbeat_at),
+            "busy": s.busy,
+            "compiles": s.compiles,
+            "cache_hits": s.cache_hits,
+        }
         for s in session.execute(select(CompileServer).order_by(CompileServer.id)).scalars()
     ]
     return {"wafers": out, "compile_servers": servers}

@@ -47,12 +47,18 @@ def check_files(spec: JobSpec, files: dict[str, str]) -> None:
     errors: list[dict[str, str]] = []
     for name in files:
         if not safe_file_name(name):
-            errors.append({"field": f"files.{name}",
-                           "message": "file names must be plain relative paths (no '..' or '/' at the start)"})
+            errors.append(
+                {
+                    "field": f"files.{name}",
+                    "message": "file names must be plain relative paths (no '..' or '/' at the start)",
+                }
+            )
     wanted = {"spec.model.file": spec.model.file, "spec.data.file": spec.data.file}
     for field, wanted_name in wanted.items():
         if wanted_name and wanted_name not in files:
-            errors.append({"field": field, "message": f"{wanted_name!r} was not uploaded with the job"})
+            errors.append(
+                {"field": field, "message": f"{wanted_name!r} was not uploaded with the job"}
+            )
     if not errors:
         errors += _check_python(spec, files)
     if errors:
@@ -78,5 +84,7 @@ def _check_python(spec: JobSpec, files: dict[str, str]) -> list[dict[str, str]]:
         names = {getattr(n, "name", "") for n in tree.body if isinstance(n, kind)}
         if symbol not in names:
             what = "class" if kind is ast.ClassDef else "function"
-            errors.append({"field": field, "message": f"{fname} defines no top-level {what} {symbol!r}"})
+            errors.append(
+                {"field": field, "message": f"{fname} defines no top-level {what} {symbol!r}"}
+            )
     return errors

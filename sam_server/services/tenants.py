@@ -56,14 +56,18 @@ def tenant_usage(session: Session, tenant: Tenant) -> Usage:
     """Current running/queued counts and PEs held by the tenant's running jobs."""
     running = ("running", "cancelling")
     rows = session.execute(
-        select(Job.state, func.count(), func.coalesce(func.sum(Job.region_rows * Job.region_cols), 0))
+        select(
+            Job.state, func.count(), func.coalesce(func.sum(Job.region_rows * Job.region_cols), 0)
+        )
         .where(Job.tenant_id == tenant.id, Job.state.not_in([s.value for s in TERMINAL]))
         .group_by(Job.state)
     ).all()
     n_running = sum(n for state, n, _ in rows if state in running)
     n_queued = sum(n for state, n, _ in rows if state not in running)
     pes = sum(int(p or 0) for state, _, p in rows if state in running)
-    return Usage(running_jobs=n_running, queued_jobs=n_queued, pes=pes, pe_seconds=tenant.usage_pe_s)
+    return Usage(
+        running_jobs=n_running, queued_jobs=n_queued, pes=pes, pe_seconds=tenant.usage_pe_s
+    )
 
 
 def read_tenant(session: Session, tenant: Tenant) -> TenantRead:

@@ -8,7 +8,7 @@ from tests.conftest import ADMIN_TOKEN
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
-MODEL_PY = '''
+MODEL_PY = """
 import torch.nn as nn
 
 class Net(nn.Module):
@@ -18,7 +18,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fc(x)
-'''
+"""
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -31,7 +31,9 @@ def make_tenant(client, name: str, **quota: Any) -> None:  # type: ignore[no-unt
 
 
 def make_user(client, tenant: str, name: str, role: str = "user") -> dict[str, str]:  # type: ignore[no-untyped-def]
-    r = client.post(f"/api/v1/tenants/{tenant}/users", json={"name": name, "role": role}, headers=ADMIN)
+    r = client.post(
+        f"/api/v1/tenants/{tenant}/users", json={"name": name, "role": role}, headers=ADMIN
+    )
     assert r.status_code == 201, r.text
     return bearer(r.json()["token"])
 
@@ -48,5 +50,8 @@ def spec(name: str = "job", **overrides: Any) -> dict[str, Any]:
 
 
 def submit(client, headers, body_spec=None, files=None, **kw):  # type: ignore[no-untyped-def]
-    body = {"spec": body_spec or spec(), "files": {"model.py": MODEL_PY} if files is None else files}
+    body = {
+        "spec": body_spec or spec(),
+        "files": {"model.py": MODEL_PY} if files is None else files,
+    }
     return client.post("/api/v1/jobs", json=body, headers=headers, **kw)

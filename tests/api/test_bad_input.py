@@ -106,7 +106,9 @@ def test_missing_name_and_non_mapping_spec(client, alice):
 
 def test_unknown_route_and_bad_json_are_problems(client, alice):
     _problem(client.get("/api/v1/nope", headers=alice), 404)
-    r = client.post("/api/v1/jobs", content=b"{not json", headers=alice | {"content-type": "application/json"})
+    r = client.post(
+        "/api/v1/jobs", content=b"{not json", headers=alice | {"content-type": "application/json"}
+    )
     _problem(r, 422)
 
 

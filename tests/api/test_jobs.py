@@ -69,21 +69,32 @@ def test_state_filter_may_repeat(client, settings):
     client.post(f"/api/v1/jobs/{b}/cancel", headers=alice)
     q = client.get("/api/v1/jobs", params=[("state", "queued")], headers=alice).json()["items"]
     assert [j["id"] for j in q] == [a]
-    both = client.get("/api/v1/jobs", params=[("state", "queued"), ("state", "cancelled")], headers=alice)
+    both = client.get(
+        "/api/v1/jobs", params=[("state", "queued"), ("state", "cancelled")], headers=alice
+    )
     assert {j["id"] for j in both.json()["items"]} == {a, b}
 
 
 def test_idempotency_key_replays_and_rejects_other_body(client):
     alice, _ = _two_tenants(client)
     key = {"Idempotency-Key": "k-123"}
-    r1 = client.post("/api/v1/jobs", json={"spec": spec("x"), "files": {"model.py": "class Net: pass"}},
-                     headers=alice | key)
-    r2 = client.post("/api/v1/jobs", json={"spec": spec("x"), "files": {"model.py": "class Net: pass"}},
-                     headers=alice | key)
+    r1 = client.post(
+        "/api/v1/jobs",
+        json={"spec": spec("x"), "files": {"model.py": "class Net: pass"}},
+        headers=alice | key,
+    )
+    r2 = client.post(
+        "/api/v1/jobs",
+        json={"spec": spec("x"), "files": {"model.py": "class Net: pass"}},
+        headers=alice | key,
+    )
     assert r1.status_code == 201 and r2.status_code == 200
     assert r1.json()["id"] == r2.json()["id"]
-    r3 = client.post("/api/v1/jobs", json={"spec": spec("y"), "files": {"model.py": "class Net: pass"}},
-                     headers=alice | key)
+    r3 = client.post(
+        "/api/v1/jobs",
+        json={"spec": spec("y"), "files": {"model.py": "class Net: pass"}},
+        headers=alice | key,
+    )
     assert r3.status_code == 422
     assert len(client.get("/api/v1/jobs", headers=alice).json()["items"]) == 1
 

@@ -38,8 +38,9 @@ def test_logs_follow_live_until_the_job_ends(live_server, settings):
         worker = threading.Thread(target=run_the_job)
         worker.start()
         events = []
-        with client.stream("GET", f"/api/v1/jobs/{job_id}/logs",
-                           headers=alice | {"Accept": "text/event-stream"}) as stream:
+        with client.stream(
+            "GET", f"/api/v1/jobs/{job_id}/logs", headers=alice | {"Accept": "text/event-stream"}
+        ) as stream:
             assert stream.headers["content-type"].startswith("text/event-stream")
             for line in stream.iter_lines():
                 if line.startswith(("event:", "data:")):

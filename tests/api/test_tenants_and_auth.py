@@ -16,7 +16,12 @@ def test_admin_creates_tenant_and_user_whose_token_works(client):
     me = client.get("/api/v1/whoami", headers=alice).json()
     assert me == {"name": "alice", "tenant": "acme", "role": "user"}
     tenant = client.get("/api/v1/tenants/acme", headers=alice).json()
-    assert tenant["quota"] == {"max_pes": 4096, "max_running_jobs": None, "max_queued_jobs": 10, "share": 2.0}
+    assert tenant["quota"] == {
+        "max_pes": 4096,
+        "max_running_jobs": None,
+        "max_queued_jobs": 10,
+        "share": 2.0,
+    }
     assert tenant["usage"]["queued_jobs"] == 0
 
 

@@ -17,10 +17,14 @@ pytestmark = pytest.mark.slow
 
 
 def _spec(name: str, steps: int, priority: str = "normal", hidden: int = 64) -> dict:  # type: ignore[type-arg]
-    return {"name": name, "priority": priority, "model": {"builtin": "mlp", "kwargs": {"hidden": hidden}},
-            "data": {"batch_size": 64},
-            "run_options": {"steps_per_epoch": steps, "checkpoint_every": 10},
-            "resources": {"region": {"rows": 64, "cols": 64}, "time_limit": "10m"}}
+    return {
+        "name": name,
+        "priority": priority,
+        "model": {"builtin": "mlp", "kwargs": {"hidden": hidden}},
+        "data": {"batch_size": 64},
+        "run_options": {"steps_per_epoch": steps, "checkpoint_every": 10},
+        "resources": {"region": {"rows": 64, "cols": 64}, "time_limit": "10m"},
+    }
 
 
 @pytest.fixture
@@ -29,12 +33,16 @@ def small_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ign
     from sam_worker.supervisor import Cluster
 
     cluster_file = tmp_path / "cluster.yaml"
-    cluster_file.write_text("wafers:\n  - {id: tiny, arch: wse2, rows: 64, cols: 64}\ncompile_servers: 1\n")
+    cluster_file.write_text(
+        "wafers:\n  - {id: tiny, arch: wse2, rows: 64, cols: 64}\ncompile_servers: 1\n"
+    )
     monkeypatch.setenv("SAM_CLUSTER", str(cluster_file))
     monkeypatch.setenv("SAM_PREEMPT_MIN_RUN_S", "1")
     for key in ("SAM_DATABASE_URL", "SAM_BROKER_URL"):
         monkeypatch.delenv(key, raising=False)
-    cluster = Cluster(Settings(data_dir=tmp_path / "data", admin_token="sam-admin-e2e"), port=free_port())
+    cluster = Cluster(
+        Settings(data_dir=tmp_path / "data", admin_token="sam-admin-e2e"), port=free_port()
+    )
     cluster.start()
     try:
         cluster.wait_ready(120)
@@ -46,7 +54,9 @@ def small_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ign
 def _setup(c) -> dict[str, str]:  # type: ignore[no-untyped-def]
     admin = {"Authorization": "Bearer sam-admin-e2e"}
     httpx.post(f"{c.url}/api/v1/tenants", json={"name": "lab"}, headers=admin).raise_for_status()
-    r = httpx.post(f"{c.url}/api/v1/tenants/lab/users", json={"name": "pi", "role": "admin"}, headers=admin)
+    r = httpx.post(
+        f"{c.url}/api/v1/tenants/lab/users", json={"name": "pi", "role": "admin"}, headers=admin
+    )
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
 
@@ -75,7 +85,9 @@ def test_cancel_stops_a_running_job_within_a_few_steps(small_cluster):
     c = small_cluster
     pi = _setup(c)
     job_id = _submit(c, pi, _spec("long", 3000, hidden=512))  # steps of tens of milliseconds
-    running = _wait(c, pi, job_id, lambda j: j["state"] == "running" and j["progress"]["step"] >= 20)
+    running = _wait(
+        c, pi, job_id, lambda j: j["state"] == "running" and j["progress"]["step"] >= 20
+    )
     r = httpx.post(f"{c.url}/api/v1/jobs/{job_id}/cancel", headers=pi)
     asked = time.monotonic()
     assert r.status_code == 202 and r.json()["state"] == "cancelling"
@@ -97,7 +109,9 @@ def test_higher_class_preempts_and_the_victim_resumes_from_its_checkpoint(small_
     low = _submit(c, pi, _spec("low-long", 1000, "low", hidden=256))
     _wait(c, pi, low, lambda j: j["state"] == "running" and j["progress"]["step"] >= 30)
     high = _submit(c, pi, _spec("high-short", 1000, "high", hidden=256))
-    assert _wait(c, pi, high, lambda j: j["state"] in ("succeeded", "failed"))["state"] == "succeeded"
+    assert (
+        _wait(c, pi, high, lambda j: j["state"] in ("succeeded", "failed"))["state"] == "succeeded"
+    )
     victim = _wait(c, pi, low, lambda j: j["state"] in ("succeeded", "failed"))
     assert victim["state"] == "succeeded" and victim["attempts"] == 2
     url = c.settings.resolved_database_url

@@ -27,8 +27,14 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
 
 def test_sam_demo_runs_on_embedded_defaults(tmp_path: Path):
     port = free_port()
-    proc = subprocess.run([SAM, "demo", "--port", str(port)], cwd=tmp_path, env=_clean_env(tmp_path),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [SAM, "demo", "--port", str(port)],
+        cwd=tmp_path,
+        env=_clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "demo succeeded" in out
@@ -56,7 +62,9 @@ def test_sam_up_restarts_a_part_that_dies(tmp_path: Path, monkeypatch: pytest.Mo
         while time.monotonic() < deadline and not cluster.watch():
             time.sleep(0.2)
         deadline = time.monotonic() + 30
-        while (scheduler.proc is None or scheduler.proc.pid == old_pid) and time.monotonic() < deadline:
+        while (
+            scheduler.proc is None or scheduler.proc.pid == old_pid
+        ) and time.monotonic() < deadline:
             cluster.watch()
             time.sleep(0.2)
         assert scheduler.proc is not None and scheduler.proc.pid != old_pid

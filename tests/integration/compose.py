@@ -54,9 +54,22 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--appendonly", "yes",
-             "--dir", str(self.data_dir), "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--appendonly",
+                "yes",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         import redis
 
         deadline = time.monotonic() + 15
@@ -90,16 +103,25 @@ class ComposeProcesses:
         env = dict(os.environ)
         env.update({k: str(v) for k, v in (service.get("environment") or {}).items()})
         self.admin_token = env["SAM_ADMIN_TOKEN"] = "sam-admin-integration"
-        env.update(SAM_DATABASE_URL=self.database_url, SAM_BROKER_URL=self.broker_url,
-                   SAM_DATA_DIR=str(self.data_dir), SAM_CLUSTER=str(ROOT / "deploy" / "cluster.yaml"),
-                   PYTHONUNBUFFERED="1")
+        env.update(
+            SAM_DATABASE_URL=self.database_url,
+            SAM_BROKER_URL=self.broker_url,
+            SAM_DATA_DIR=str(self.data_dir),
+            SAM_CLUSTER=str(ROOT / "deploy" / "cluster.yaml"),
+            PYTHONUNBUFFERED="1",
+        )
         env.update(self.extra_env)
         return env
 
     def _spawn(self, name: str, service: dict) -> subprocess.Popen:  # type: ignore[type-arg]
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115
-        proc = subprocess.Popen(local_command(service["command"], self.port), env=self.env(service),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            local_command(service["command"], self.port),
+            env=self.env(service),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         return proc
 
@@ -128,7 +150,9 @@ class ComposeProcesses:
             self.revive()
             try:
                 ready = httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-                wafers = httpx.get(f"{self.url}/api/v1/cluster", headers=self.admin(), timeout=2).json()["wafers"]
+                wafers = httpx.get(
+                    f"{self.url}/api/v1/cluster", headers=self.admin(), timeout=2
+                ).json()["wafers"]
                 if ready and wafers and all(w["state"] == "online" for w in wafers):
                     return
             except (httpx.HTTPError, KeyError, ValueError):

@@ -52,21 +52,31 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-
 
 
 def _tenant(c: ComposeProcesses, name: str, **quota: object) -> dict[str, str]:
-    httpx.post(f"{c.url}/api/v1/tenants", json={"name": name, "quota": quota}, headers=c.admin()).raise_for_status()
-    r = httpx.post(f"{c.url}/api/v1/tenants/{name}/users", json={"name": f"{name}-u"}, headers=c.admin())
+    httpx.post(
+        f"{c.url}/api/v1/tenants", json={"name": name, "quota": quota}, headers=c.admin()
+    ).raise_for_status()
+    r = httpx.post(
+        f"{c.url}/api/v1/tenants/{name}/users", json={"name": f"{name}-u"}, headers=c.admin()
+    )
     r.raise_for_status()
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
 
 def _spec(name: str, model: dict, rows: int, cols: int, steps: int, **extra: object) -> dict:  # type: ignore[type-arg]
-    spec = {"name": name, "model": model, "resources": {"region": {"rows": rows, "cols": cols}, "time_limit": "20m"},
-            "run_options": {"steps_per_epoch": steps, "checkpoint_every": 10}}
+    spec = {
+        "name": name,
+        "model": model,
+        "resources": {"region": {"rows": rows, "cols": cols}, "time_limit": "20m"},
+        "run_options": {"steps_per_epoch": steps, "checkpoint_every": 10},
+    }
     spec.update(extra)
     return spec
 
 
 def _submit(c: ComposeProcesses, who: dict[str, str], spec: dict, files: dict | None = None) -> str:  # type: ignore[type-arg]
-    r = httpx.post(f"{c.url}/api/v1/jobs", json={"spec": spec, "files": files or {}}, headers=who, timeout=30)
+    r = httpx.post(
+        f"{c.url}/api/v1/jobs", json={"spec": spec, "files": files or {}}, headers=who, timeout=30
+    )
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
@@ -76,7 +86,10 @@ def _wait_all(c: ComposeProcesses, ids: list[str], timeout: float, during=None) 
     while True:
         c.revive()
         try:
-            jobs = {j: httpx.get(f"{c.url}/api/v1/jobs/{j}", headers=c.admin(), timeout=30).json() for j in ids}
+            jobs = {
+                j: httpx.get(f"{c.url}/api/v1/jobs/{j}", headers=c.admin(), timeout=30).json()
+                for j in ids
+            }
         except httpx.TransportError:  # the server is being restarted
             time.sleep(0.5)
             continue
@@ -84,7 +97,9 @@ def _wait_all(c: ComposeProcesses, ids: list[str], timeout: float, during=None) 
             return jobs
         if during is not None:
             during(jobs)
-        assert time.monotonic() < deadline, {j: (v["state"], v["progress"]) for j, v in jobs.items()}
+        assert time.monotonic() < deadline, {
+            j: (v["state"], v["progress"]) for j, v in jobs.items()
+        }
         time.sleep(0.5)
 
 
@@ -97,14 +112,21 @@ def _quota_violations(url: str) -> list[str]:
     engine.dispose()
     events = defaultdict(list)
     for a in rows:
-        events[a.tenant_id] += [(a.placed_at, 1, a.rows * a.cols), (a.ended_at, -1, -a.rows * a.cols)]
+        events[a.tenant_id] += [
+            (a.placed_at, 1, a.rows * a.cols),
+            (a.ended_at, -1, -a.rows * a.cols),
+        ]
     bad = []
     for tid, evs in events.items():
         t = tenants[tid]
         running = pes = 0
-        for _, dn, dp in sorted(evs, key=lambda e: (e[0], e[1])):  # ends before starts at equal times
+        for _, dn, dp in sorted(
+            evs, key=lambda e: (e[0], e[1])
+        ):  # ends before starts at equal times
             running, pes = running + dn, pes + dp
-            if (t.max_pes and pes > t.max_pes) or (t.max_running_jobs and running > t.max_running_jobs):
+            if (t.max_pes and pes > t.max_pes) or (
+                t.max_running_jobs and running > t.max_running_jobs
+            ):
                 bad.append(f"{t.name}: {running} jobs, {pes} PEs")
     return bad
 
@@ -130,45 +152,88 @@ def test_two_tenants_mixed_jobs_all_succeed_within_quotas(cluster: ComposeProces
     beta = _tenant(cluster, "beta", max_pes=2304, max_running_jobs=2)
     adam = {"loss": "cross_entropy", "optimizer": {"name": "adam", "lr": 0.001}}
     ids = [
-        _submit(cluster, alpha, _spec("a-mlp", {"builtin": "mlp"}, 32, 32, 40, priority="high", train=adam)),
-        _submit(cluster, alpha, _spec("a-cnn", {"builtin": "cnn"}, 32, 48, 20,
-                                      data={"batch_size": 8})),
-        _submit(cluster, alpha, _spec("a-user", {"file": "m.py", "class": "Regressor"}, 16, 16, 30,
-                                      data={"task": "regression", "input_shape": [12]},
-                                      train={"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}}),
-                {"m.py": USER_MODEL}),
-        _submit(cluster, alpha, _spec("a-compile", {"builtin": "mlp"}, 32, 32, 10, mode="compile_only")),
-        _submit(cluster, beta, _spec("b-gpt", {"builtin": "gpt"}, 48, 48, 15, data={"batch_size": 4})),
+        _submit(
+            cluster,
+            alpha,
+            _spec("a-mlp", {"builtin": "mlp"}, 32, 32, 40, priority="high", train=adam),
+        ),
+        _submit(
+            cluster, alpha, _spec("a-cnn", {"builtin": "cnn"}, 32, 48, 20, data={"batch_size": 8})
+        ),
+        _submit(
+            cluster,
+            alpha,
+            _spec(
+                "a-user",
+                {"file": "m.py", "class": "Regressor"},
+                16,
+                16,
+                30,
+                data={"task": "regression", "input_shape": [12]},
+                train={"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
+            ),
+            {"m.py": USER_MODEL},
+        ),
+        _submit(
+            cluster, alpha, _spec("a-compile", {"builtin": "mlp"}, 32, 32, 10, mode="compile_only")
+        ),
+        _submit(
+            cluster, beta, _spec("b-gpt", {"builtin": "gpt"}, 48, 48, 15, data={"batch_size": 4})
+        ),
         _submit(cluster, beta, _spec("b-mlp", {"builtin": "mlp"}, 32, 32, 30, priority="low")),
-        _submit(cluster, beta, _spec("b-validate", {"builtin": "cnn"}, 32, 32, 10, mode="validate_only")),
+        _submit(
+            cluster, beta, _spec("b-validate", {"builtin": "cnn"}, 32, 32, 10, mode="validate_only")
+        ),
     ]
     jobs = _wait_all(cluster, ids, timeout=600)
     assert {j: v["state"] for j, v in jobs.items()} == {j: "succeeded" for j in ids}, jobs
     assert region_conflicts(cluster.database_url) == []
     assert _quota_violations(cluster.database_url) == []
     mlp = ids[0]
-    reported = [s["loss"] for s in httpx.get(f"{cluster.url}/api/v1/jobs/{mlp}/metrics",
-                                              headers=cluster.admin()).json()["steps"]]
+    reported = [
+        s["loss"]
+        for s in httpx.get(
+            f"{cluster.url}/api/v1/jobs/{mlp}/metrics", headers=cluster.admin()
+        ).json()["steps"]
+    ]
     assert len(reported) == 40
     expected = _runtime_losses(cluster.data_dir, cluster.database_url, mlp, 40)
     np.testing.assert_allclose(reported, expected, rtol=1e-6)
     assert jobs[ids[3]]["region"] is None and jobs[ids[3]]["compile"] is not None
 
 
-@pytest.mark.parametrize("cluster", [{"SAM_LEASE_S": "6", "SAM_HEARTBEAT_S": "1", "SAM_MAX_ATTEMPTS": "10"}],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "cluster",
+    [{"SAM_LEASE_S": "6", "SAM_HEARTBEAT_S": "1", "SAM_MAX_ATTEMPTS": "10"}],
+    indirect=True,
+)
 def test_killed_workers_and_restarted_redis_lose_nothing(cluster: ComposeProcesses):
     user = _tenant(cluster, "gamma")
     steps = 800
     model = {"builtin": "mlp", "kwargs": {"hidden": 512}}  # steps of tens of ms: time to hit them
-    ids = [_submit(cluster, user, _spec(f"long-{i}", model, 32, 32, steps, data={"batch_size": 64},
-                                        run_options={"steps_per_epoch": steps, "checkpoint_every": 20}))
-           for i in range(4)]
+    ids = [
+        _submit(
+            cluster,
+            user,
+            _spec(
+                f"long-{i}",
+                model,
+                32,
+                32,
+                steps,
+                data={"batch_size": 64},
+                run_options={"steps_per_epoch": steps, "checkpoint_every": 20},
+            ),
+        )
+        for i in range(4)
+    ]
     faults = ["wafer-0", "scheduler", "wafer-1", "redis", "server", "wafer-0", "compile-1"]
     last = {"t": 0.0}
 
     def inject(jobs: dict) -> None:  # type: ignore[type-arg]
-        running = [j for j in jobs.values() if j["state"] == "running" and j["progress"]["step"] > 30]
+        running = [
+            j for j in jobs.values() if j["state"] == "running" and j["progress"]["step"] > 30
+        ]
         if not faults or not running or time.monotonic() - last["t"] < 2.5:
             return
         fault = faults.pop(0)
@@ -183,7 +248,8 @@ def test_killed_workers_and_restarted_redis_lose_nothing(cluster: ComposeProcess
     jobs = _wait_all(cluster, ids, timeout=900, during=inject)
     assert not faults, f"faults not injected: {faults}"
     assert {j: v["state"] for j, v in jobs.items()} == {j: "succeeded" for j in ids}, [
-        (v["state"], v["attempts"], v["error"]) for v in jobs.values()]
+        (v["state"], v["attempts"], v["error"]) for v in jobs.values()
+    ]
     assert double_runs(cluster.database_url) == []
     assert region_conflicts(cluster.database_url) == []
     engine = create_engine(cluster.database_url.replace("postgresql://", "postgresql+psycopg://"))
@@ -194,6 +260,8 @@ def test_killed_workers_and_restarted_redis_lose_nothing(cluster: ComposeProcess
     assert retried, "no job was interrupted by the kills"
     assert any(a.start_step > 0 for a in retried), "no interrupted job resumed from a checkpoint"
     for job_id in ids:
-        metrics = httpx.get(f"{cluster.url}/api/v1/jobs/{job_id}/metrics", headers=cluster.admin()).json()
+        metrics = httpx.get(
+            f"{cluster.url}/api/v1/jobs/{job_id}/metrics", headers=cluster.admin()
+        ).json()
         assert [s["step"] for s in metrics["steps"]] == list(range(steps))
         assert all(math.isfinite(s["loss"]) for s in metrics["steps"])

@@ -93,8 +93,12 @@ def test_outbox_keeps_messages_when_the_broker_is_down(api, cluster_settings):
 def test_waiting_jobs_get_reasons_positions_and_no_overlap(api, cluster_settings):
     make_tenant(api, "acme")
     alice = make_user(api, "acme", "alice")
-    ids = [submit(api, alice, spec(f"j{i}", resources={"region": {"rows": 12, "cols": 12}})).json()["id"]
-           for i in range(2)]
+    ids = [
+        submit(api, alice, spec(f"j{i}", resources={"region": {"rows": 12, "cols": 12}})).json()[
+            "id"
+        ]
+        for i in range(2)
+    ]
     _online(cluster_settings)
     run_cycle(cluster_settings)
     for job_id in ids:
@@ -120,11 +124,20 @@ def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings)
     run_cycle(cluster_settings)
     url = cluster_settings.resolved_database_url
     with session_scope(url) as s:
-        assert lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="a", lease_s=30)
+        assert lifecycle.claim_run(
+            s, job_id=job_id, attempt=1, wafer_id="w0", owner="a", lease_s=30
+        )
     with session_scope(url) as s:  # a duplicate delivery, or another worker, gets nothing
-        assert lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="b", lease_s=30) is None
+        assert (
+            lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="b", lease_s=30)
+            is None
+        )
     with session_scope(url) as s:  # the worker died: its lease runs out
-        s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
     stats = run_cycle(cluster_settings)
     assert job_id in stats.reaped
     job = _job(cluster_settings, job_id)
@@ -148,7 +161,11 @@ def test_repeatedly_lost_job_fails_with_worker_lost(api, cluster_settings):
     for _ in range(cluster_settings.max_attempts):
         run_cycle(cluster_settings)
         with session_scope(url) as s:
-            s.execute(update(Job).where(Job.id == job_id).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+            s.execute(
+                update(Job)
+                .where(Job.id == job_id)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            )
     run_cycle(cluster_settings)
     job = _job(cluster_settings, job_id)
     assert job.state == "failed" and job.error_kind == "worker_lost"
@@ -179,7 +196,9 @@ def test_identical_job_reuses_the_artifact_and_is_placed_in_one_cycle(api, clust
     run_cycle(cluster_settings)
     _compile_ok(cluster_settings, first)
     again = submit(api, alice, spec("again", priority="high")).json()["id"]
-    other = submit(api, alice, spec("other", resources={"region": {"rows": 2, "cols": 2}})).json()["id"]
+    other = submit(api, alice, spec("other", resources={"region": {"rows": 2, "cols": 2}})).json()[
+        "id"
+    ]
     stats = run_cycle(cluster_settings)
     assert stats.reused == 1
     job = api.get(f"/api/v1/jobs/{again}", headers=alice).json()

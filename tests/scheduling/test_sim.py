@@ -15,14 +15,17 @@ from sam_server.scheduling.sim import ClusterSpec, simulate
 from sam_server.scheduling.simmetrics import bounded_slowdown, jain_index, percentile
 from sam_server.scheduling.swf import TraceJob, read_swf, shape_for_pes
 
+
 def _traces_dir() -> Path:
     """The shared traces: SAM_TRACES_DIR, else ../shared/traces beside the checkout (as CI lays
     it out), else /work/shared/traces."""
     import os
 
-    for candidate in (os.environ.get("SAM_TRACES_DIR"),
-                      Path(__file__).resolve().parents[3] / "shared" / "traces",
-                      "/work/shared/traces"):
+    for candidate in (
+        os.environ.get("SAM_TRACES_DIR"),
+        Path(__file__).resolve().parents[3] / "shared" / "traces",
+        "/work/shared/traces",
+    ):
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
     return Path("/work/shared/traces")

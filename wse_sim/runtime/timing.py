@@ -222,8 +222,11 @@ def _inbound(
         plan.charges.append(
             # Batches (and streamed weights) flow through an open, prefetching input stream:
             # bandwidth per step, no per-transaction launch overhead.
-            Charge(kid, "host", partial(_call, partial(wse_sim.host_to_region, streamed=True),
-                                        host_words, rect))
+            Charge(
+                kid,
+                "host",
+                partial(_call, partial(wse_sim.host_to_region, streamed=True), host_words, rect),
+            )
         )
     for src, words in from_kernel.items():
         src_rect = rects.get(src, whole)
@@ -331,8 +334,11 @@ def _finish(
             if o["role"] in ("param", "opt_state")
         )
     plan.charges.append(
-        Charge("step", "host", partial(_call, partial(wse_sim.region_to_host, streamed=True),
-                                       words, source))
+        Charge(
+            "step",
+            "host",
+            partial(_call, partial(wse_sim.region_to_host, streamed=True), words, source),
+        )
     )
     plan.charges.append(Charge("step", "sync", partial(_call, wse_sim.barrier, whole)))
 
