@@ -4,7 +4,6 @@ simulator, and record the outcome through the services again."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from sam_server.config import get_settings
 from sam_server.db.session import session_scope
@@ -55,7 +54,3 @@ def run_task(job_id: str, attempt: int) -> str:
     from sam_worker.wafer_runner import run_on_wafer
 
     return run_on_wafer(job_id, attempt)
-
-
-def task_payload(job_id: str, **extra: Any) -> dict[str, Any]:
-    return {"job_id": job_id, **extra}

@@ -8,13 +8,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from sam_server.config import Settings
 from sam_server.db.session import transaction
 from sam_server.services.auth import Principal, authenticate
-
-
-def get_settings_dep(request: Request) -> Settings:
-    return request.app.state.settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -24,7 +19,6 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
 def principal_from_header(session: Session, header: str | None) -> Principal:
