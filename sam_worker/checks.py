@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 
 from sqlalchemy import select
@@ -35,40 +36,33 @@ def attempts(url: str, job_ids: list[str] | None = None) -> list[JobAttempt]:
         return list(session.execute(query).scalars())
 
 
-def overlapping_pairs(url: str, job_ids: list[str]) -> list[tuple[str, str, str]]:
-    """Pairs of different jobs whose attempts held regions of one wafer at the same time."""
-    rows = attempts(url, job_ids)
-    out = []
+def _held_together(rows: list[JobAttempt]) -> Iterator[tuple[JobAttempt, JobAttempt]]:
+    """Every pair of attempts whose holding intervals overlap in time."""
     for i, a in enumerate(rows):
         for b in rows[i + 1 :]:
-            if a.job_id != b.job_id and a.wafer_id == b.wafer_id:
-                (s1, e1), (s2, e2) = _interval(a), _interval(b)
-                if s1 < e2 and s2 < e1:
-                    out.append((a.job_id, b.job_id, a.wafer_id))
-    return out
+            (s1, e1), (s2, e2) = _interval(a), _interval(b)
+            if s1 < e2 and s2 < e1:
+                yield a, b
+
+
+def overlapping_pairs(url: str, job_ids: list[str]) -> list[tuple[str, str, str]]:
+    """Pairs of different jobs whose attempts held regions of one wafer at the same time."""
+    return [
+        (a.job_id, b.job_id, a.wafer_id)
+        for a, b in _held_together(attempts(url, job_ids))
+        if a.job_id != b.job_id and a.wafer_id == b.wafer_id
+    ]
 
 
 def region_conflicts(url: str) -> list[tuple[int, int]]:
     """Attempts whose rectangles overlapped on one wafer while both were held (must be none)."""
-    rows = attempts(url)
-    bad = []
-    for i, a in enumerate(rows):
-        for b in rows[i + 1 :]:
-            if a.wafer_id == b.wafer_id and _rects_overlap(a, b):
-                (s1, e1), (s2, e2) = _interval(a), _interval(b)
-                if s1 < e2 and s2 < e1:
-                    bad.append((a.id, b.id))
-    return bad
+    return [
+        (a.id, b.id)
+        for a, b in _held_together(attempts(url))
+        if a.wafer_id == b.wafer_id and _rects_overlap(a, b)
+    ]
 
 
 def double_runs(url: str) -> list[str]:
     """Jobs that had two attempts running at the same time (must be none)."""
-    rows = attempts(url)
-    bad = []
-    for i, a in enumerate(rows):
-        for b in rows[i + 1 :]:
-            if a.job_id == b.job_id:
-                (s1, e1), (s2, e2) = _interval(a), _interval(b)
-                if s1 < e2 and s2 < e1:
-                    bad.append(a.job_id)
-    return bad
+    return [a.job_id for a, b in _held_together(attempts(url)) if a.job_id == b.job_id]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from sam_server.db.session import session_scope
 from sam_server.services.lifecycle import read_flags, renew_lease
@@ -45,34 +46,29 @@ class LeaseKeeper:
 
     def renew(self) -> None:
         """One renewal now; a failure to reach the database is retried at the next tick."""
-        try:
-            with session_scope(self.url) as session:
-                flags = renew_lease(
-                    session, job_id=self.job_id, owner=self.owner, lease_s=self.lease_s
-                )
-        except Exception as exc:  # noqa: BLE001 - the database may be restarting
-            log.warning("lease renewal for %s failed: %s", self.job_id, exc)
-            return
-        if flags is None:
-            self.lost = True
-            log.warning("lost the lease of job %s; stopping", self.job_id)
-        else:
-            self.cancel, self.preempt = flags["cancel"], flags["preempt"]
+        self._check(renew_lease, logging.WARNING, lease_s=self.lease_s)
+
+    def poll_flags(self) -> None:
+        """Read the stop flags without writing (cheap enough for every tenth of a second)."""
+        self._check(read_flags, logging.DEBUG)  # polled often: a failure is not news
 
     @property
     def should_stop(self) -> bool:
         return self.lost or self.cancel or self.preempt
 
-    def poll_flags(self) -> None:
-        """Read the stop flags without writing (cheap enough for every quarter second)."""
+    def _check(
+        self, verb: Callable[..., dict[str, bool] | None], level: int, **extra: float
+    ) -> None:
+        """Run `verb` (renew or read) and record the stop flags, or that the lease is lost."""
         try:
             with session_scope(self.url) as session:
-                flags = read_flags(session, job_id=self.job_id, owner=self.owner)
-        except Exception as exc:  # noqa: BLE001
-            log.debug("flag poll for %s failed: %s", self.job_id, exc)
+                flags = verb(session, job_id=self.job_id, owner=self.owner, **extra)
+        except Exception as exc:  # noqa: BLE001 - the database may be restarting
+            log.log(level, "lease check of %s failed: %s", self.job_id, exc)
             return
         if flags is None:
             self.lost = True
+            log.warning("lost the lease of job %s; stopping", self.job_id)
         else:
             self.cancel, self.preempt = flags["cancel"], flags["preempt"]
 

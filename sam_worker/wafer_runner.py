@@ -136,17 +136,15 @@ def _train(
 
     url = settings.resolved_database_url
     ckpt_dir = (settings.data_dir / "checkpoints" / claim.job_id).resolve()
-    spec = claim.spec
-    run_opts = spec.get("run_options") or {}
-    every = (
-        int(run_opts.get("checkpoint_every", 0))
-        if run_opts.get("checkpoint_enabled", True)
-        else None
-    )
+    run_opts = claim.spec.get("run_options") or {}
     reporter = StepReporter(
-        url, claim.job_id, owner, claim.attempt, ckpt_dir, checkpoint_every=every
+        url,
+        claim.job_id,
+        owner,
+        claim.attempt,
+        ckpt_dir,
+        checkpoint_every=_checkpoint_every(run_opts),
     )
-    total = int(run_opts.get("num_epochs", 1)) * int(run_opts.get("steps_per_epoch", 1))
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
         artifact = compiler.load_artifact(artifact_dir)
@@ -156,22 +154,30 @@ def _train(
         kind = "compile_oom" if type(exc).__name__ == "SramCapacityError" else "internal"
         return "failed", (kind, f"loading the artifact failed: {exc}"), None
     try:
-        return _run_steps(claim, settings, job, reporter, lease, ckpt_dir, total, run_opts)
+        return _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts)
     finally:
         wafer.release(claim.job_id, job)
 
 
-def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, total, run_opts):  # type: ignore[no-untyped-def]
+def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
+    """Steps between checkpoints, or None when the job has checkpoints disabled."""
+    if not run_opts.get("checkpoint_enabled", True):
+        return None
+    return int(run_opts.get("checkpoint_every", 0)) or None
+
+
+def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # type: ignore[no-untyped-def]
     import compiler
     from wse_sim import runtime
 
     start_step = 0
-    if run_opts.get("checkpoint_enabled", True):
+    if reporter.checkpoint_every:
         newest = runtime.latest_checkpoint(ckpt_dir)
         if newest is not None:
             job.load_state_dict(runtime.load_checkpoint(newest[1]))
             start_step = newest[0]
             reporter.line(f"resuming from the checkpoint of step {start_step}")
+    total = claim.total_steps  # set at submit from num_epochs x steps_per_epoch
     reporter.line(f"attempt {claim.attempt} starts at step {start_step} of {total}")
     deadline = time.monotonic() + claim.time_limit_s
     timed_out = threading.Event()
@@ -184,39 +190,35 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, total, run_opts)
     workdir = (settings.data_dir / "scratch" / claim.job_id).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     batches = compiler.iter_batches(claim.spec, claim.files, start_step, workdir)
-    every = (
-        int(run_opts.get("checkpoint_every", 0))
-        if run_opts.get("checkpoint_enabled", True)
-        else None
-    )
     try:
         result = runtime.train(
             job,
             batches,
             start_step=start_step,
             total_steps=total,
-            checkpoint_every=every,
+            checkpoint_every=reporter.checkpoint_every,
             checkpoint_dir=ckpt_dir,
             stop_on_nan=bool(run_opts.get("stop_on_nan", True)),
             on_step=reporter.on_step,
             should_stop=should_stop,
         )
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a failing run fails this job, not the worker
         reporter.flush()
-        kind = getattr(exc, "kind", "model_error" if "batch" in str(exc).lower() else "internal")
+        # The user's make_batch fails as compiler.errors.ModelError (kind "model_error").
+        kind = getattr(exc, "kind", "internal")
         return "failed", (kind, f"{type(exc).__name__}: {exc}"), None
     finally:
         close = getattr(batches, "close", None)
         if close:
             close()
-    return _outcome(result, job, reporter, lease, timed_out, ckpt_dir, run_opts, settings, claim)
+    return _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
 
 
-def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, run_opts, settings, claim):  # type: ignore[no-untyped-def]
+def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim):  # type: ignore[no-untyped-def]
     from wse_sim import runtime
 
     report = None
-    if result.status == "stopped" and lease.preempt and run_opts.get("checkpoint_enabled", True):
+    if result.status == "stopped" and lease.preempt and reporter.checkpoint_every:
         runtime.save_checkpoint(ckpt_dir, result.last_step + 1, job.state_dict())
         reporter.line(f"checkpointed at step {result.last_step + 1} for preemption")
     try:

@@ -49,12 +49,20 @@ def policy_config(settings: Settings) -> PolicyConfig:
     )
 
 
-def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> CycleStats:
-    """One planning cycle, committed as one transaction."""
+def run_cycle(
+    settings: Settings,
+    *,
+    config: PolicyConfig | None = None,
+    compile_servers: int | None = None,
+) -> CycleStats:
+    """One planning cycle, committed as one transaction. The scheduler process passes
+    `compile_servers` (read from the cluster file once); otherwise the file is read here."""
     started = time.perf_counter()
     config = config or policy_config(settings)
+    if compile_servers is None:
+        compile_servers = settings.load_cluster().compile_servers
     stats = CycleStats()
-    cluster = settings.load_cluster()
+    now = time.time()  # one instant for the snapshot and the plan
     with session_scope(settings.resolved_database_url) as session:
         stats.reaped = reap_expired(session, max_attempts=settings.max_attempts)
         session.flush()
@@ -65,12 +73,12 @@ def run_cycle(settings: Settings, *, config: PolicyConfig | None = None) -> Cycl
         snapshot = build_snapshot(
             session,
             jobs,
-            now=time.time(),
+            now=now,
             config=config,
-            compile_servers=cluster.compile_servers,
+            compile_servers=compile_servers,
             stale_s=settings.heartbeat_s * 3,
         )
-        decided = plan(snapshot, time.time(), config)
+        decided = plan(snapshot, now, config)
         apply_plan(
             session, decided, {j.id: j for j in jobs}, dispatch_timeout_s=settings.lease_s * 2
         )
@@ -131,6 +139,8 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     """The scheduler process: lead (or wait to), then plan on every change and every `interval` s."""
     leader = Leadership(settings.resolved_database_url, settings.data_dir)
     send = celery_sender()
+    config = policy_config(settings)
+    compile_servers = settings.load_cluster().compile_servers
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: stopping.update(now=True))
@@ -143,7 +153,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
             with session_scope(settings.resolved_database_url) as session:
                 marker = _event_marker(session)
             if marker != last_marker or time.monotonic() - last_cycle >= interval:
-                stats = run_cycle(settings)
+                stats = run_cycle(settings, config=config, compile_servers=compile_servers)
                 last_marker, last_cycle = marker, time.monotonic()
                 if stats.compiles or stats.starts or stats.preemptions or stats.reaped:
                     log.info(

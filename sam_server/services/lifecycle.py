@@ -32,6 +32,7 @@ class Claim:
     region: tuple[int, int, int, int] | None
     compile_key: str | None
     time_limit_s: int
+    total_steps: int
 
 
 def _claim_of(job: Job) -> Claim:
@@ -53,6 +54,7 @@ def _claim_of(job: Job) -> Claim:
         region,
         job.compile_key,
         job.time_limit_s,
+        job.total_steps,
     )
 
 
@@ -132,10 +134,7 @@ def renew_lease(
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return None
-    flags = session.execute(
-        select(Job.cancel_requested, Job.preempt_requested, Job.state).where(Job.id == job_id)
-    ).one()
-    return {"cancel": bool(flags[0]) or flags[2] == "cancelling", "preempt": bool(flags[1])}
+    return read_flags(session, job_id=job_id, owner=owner)
 
 
 def read_flags(session: Session, *, job_id: str, owner: str) -> dict[str, bool] | None:
