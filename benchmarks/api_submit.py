@@ -46,6 +46,15 @@ def fresh_database() -> str:
     return PG.rsplit("/", 1)[0] + "/" + name
 
 
+def count_jobs(url: str) -> int:
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM jobs")).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def start_server(url: str, port: int, workers: int, data_dir: str) -> subprocess.Popen:  # type: ignore[type-arg]
     env = dict(
         os.environ,
@@ -85,6 +94,7 @@ async def client_loop(base: str, token: str, until: float, latencies: list[float
 
 
 async def load(base: str, token: str, clients: int, seconds: float) -> tuple[float, list[float]]:
+    """(elapsed s, per-submit latencies) for C clients submitting for the given seconds."""
     latencies: list[float] = []
     start = time.perf_counter()
     until = start + seconds
@@ -98,14 +108,18 @@ wrk.body = [[%s]]
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer %s"
 done = function(summary, latency, requests)
+  local e = summary.errors
   io.write(string.format("RESULT %%d %%d %%d %%d %%d\\n", summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), summary.errors.status))
+    latency:percentile(50), latency:percentile(99),
+    e.status + e.connect + e.read + e.write + e.timeout))
 end
 """
 
 
-def wrk_load(base: str, token: str, clients: int, seconds: float) -> tuple[float, float, float]:
-    """(submits/s, p50 ms, p99 ms) measured by wrk; raises if any submit was not a 2xx."""
+def wrk_load(
+    base: str, token: str, clients: int, seconds: float
+) -> tuple[int, float, float, float]:
+    """(submits, submits/s, p50 ms, p99 ms) measured by wrk; raises if any submit failed."""
     body = json.dumps({"spec": SPEC, "files": {}})
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT % (body, token))
@@ -129,8 +143,8 @@ def wrk_load(base: str, token: str, clients: int, seconds: float) -> tuple[float
     fields = next(line for line in out.splitlines() if line.startswith("RESULT")).split()[1:]
     requests, duration_us, p50_us, p99_us, bad = (int(x) for x in fields)
     if bad:
-        raise RuntimeError(f"{bad} submits were not answered 2xx:\n{out}")
-    return requests / (duration_us / 1e6), p50_us / 1000, p99_us / 1000
+        raise RuntimeError(f"{bad} submits failed (non-2xx, socket error or timeout):\n{out}")
+    return requests, requests / (duration_us / 1e6), p50_us / 1000, p99_us / 1000
 
 
 def main() -> None:
@@ -157,15 +171,20 @@ def main() -> None:
             token = httpx.post(
                 f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin
             ).json()["token"]
-            asyncio.run(load(base, token, args.clients, 1.0))  # warm-up
+            _, warm = asyncio.run(load(base, token, args.clients, 1.0))  # warm-up
             if args.load == "wrk":
-                rate, p50, p99 = wrk_load(base, token, args.clients, args.seconds)
+                done, rate, p50, p99 = wrk_load(base, token, args.clients, args.seconds)
             else:
                 elapsed, lat = asyncio.run(load(base, token, args.clients, args.seconds))
                 lat.sort()
                 p50 = statistics.median(lat) * 1000
                 p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
-                rate = len(lat) / elapsed
+                done, rate = len(lat), len(lat) / elapsed
+            stored = count_jobs(url)
+            # Every answered submit is a committed row (wrk may also have requests in flight
+            # when it stops, which the server still commits).
+            if stored < len(warm) + done:
+                raise RuntimeError(f"{len(warm) + done} submits answered, {stored} jobs stored")
         finally:
             proc.terminate()
             proc.wait(10)

@@ -40,8 +40,13 @@ _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
 def new_job_id() -> str:
-    """A short random id (random, so ids say nothing about other tenants' activity)."""
-    return "j" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(11))
+    """A short random id (random, so ids say nothing about other tenants' activity).
+
+    11 characters of a 32-letter alphabet: 55 random bits drawn in one call (one secrets.choice
+    per character cost a system call each, a visible share of a submit's CPU).
+    """
+    bits = secrets.randbits(55)
+    return "j" + "".join(_ID_ALPHABET[(bits >> (5 * i)) & 31] for i in range(11))
 
 
 @dataclass

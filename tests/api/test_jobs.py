@@ -151,3 +151,15 @@ def test_dry_run_validates_without_creating(client):
     assert r.json()["region"] == {"rows": 4, "cols": 4}
     assert r.json()["spec"]["run_options"]["steps_per_epoch"] == 100
     assert client.get("/api/v1/jobs", headers=alice).json()["items"] == []
+
+
+def test_job_ids_are_short_random_and_use_every_letter_in_every_position():
+    import re
+
+    from sam_server.services.jobs import _ID_ALPHABET, new_job_id
+
+    ids = [new_job_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(f"j[{_ID_ALPHABET}]{{11}}", i) for i in ids)
+    for pos in range(1, 12):  # no position is stuck or biased to a few letters
+        assert {i[pos] for i in ids} == set(_ID_ALPHABET)
