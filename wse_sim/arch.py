@@ -25,7 +25,8 @@ class Arch:
     clock_hz: float
     fp32_flops_per_cycle: float
     fp16_flops_per_cycle: float
-    hop_latency: int = 1
+    hop_latency: int = 1  # cycles per fabric link (router to neighbouring router)
+    ramp_latency: int = 1  # cycles per RAMP crossing: PE -> its router, and router -> PE
     link_words_per_cycle: int = 1
     wavelet_bits: int = 32
     router_ports: tuple[str, ...] = ("N", "S", "E", "W", "RAMP")
@@ -37,6 +38,19 @@ class Arch:
     fabric_rows: int = 0
     fabric_cols: int = 0
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for name, low in (("hop_latency", 1), ("ramp_latency", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(
+                    f"{name} must be an integer number of cycles >= {low}, got {value!r}"
+                )
+
+    def path_latency(self, hops: Any) -> Any:
+        """Cycles a wavelet takes from one PE to a PE `hops` >= 1 fabric links away: the RAMP
+        out of the sender, `hops` links, the RAMP into the receiver (works on arrays too)."""
+        return 2 * self.ramp_latency + hops * self.hop_latency
 
     @property
     def sram_limit_bytes(self) -> int:
@@ -65,6 +79,10 @@ _COMMON_SOURCES = {
     "fp32_flops_per_cycle": "assume: 1 FMAC (2 FLOP) per cycle [S22]",
     "fp16_flops_per_cycle": "doc [S22] FP16 SIMD width x 2 FLOP per FMAC",
     "hop_latency": "doc [S1] one neighbour hop per cycle",
+    "ramp_latency": (
+        "doc [S12]/[S1]: RAMP is one of the five router ports, one wavelet per cycle; "
+        "latency of a crossing (PE -> router, router -> PE) = assume 1"
+    ),
     "link_words_per_cycle": "doc [S1] one 32-bit wavelet per cycle per link direction",
     "router_ports": "doc [S12][S1] N, S, E, W, RAMP",
     "io_channels_per_edge": "doc [S4] host channels on the East and West edges",

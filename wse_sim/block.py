@@ -1,14 +1,25 @@
 """Block (transaction) engine: operations over whole sub-rectangles that update data and clocks.
 
-Timing conventions (shared with wse_sim.cycle and wse_sim.reference):
-- A flow that starts at cycle T0 injects word k in cycle T0 + k; word k crosses the i-th link
-  of its path in cycle T0 + k + i and reaches the destination PE at T0 + k + d. So K words over
-  d hops end at T0 + d + K - 1 (the destination's new clock) and the sender is free at T0 + K.
-- Every out-link (N, S, E, W) and every RAMP (delivery into a PE) carries one wavelet per cycle;
-  `link_busy` holds the first free cycle, and a flow starts no earlier than each resource on its
-  path allows (wormhole pipelining). That is how contention between flows is charged.
+Timing conventions (shared with wse_sim.cycle and wse_sim.reference). With r = arch.ramp_latency
+(cycles per RAMP crossing, default 1) and h = arch.hop_latency (cycles per fabric link, 1):
+- A wavelet from one PE to another m >= 1 fabric hops away crosses the sender's RAMP into its
+  router (r cycles), m fabric links (h each) and the RAMP from the last router into the
+  receiving PE (r cycles): its latency is d = 2 r + m h, which is the number of links crossed
+  (m + 2) with the default constants. (r = 0 is the older model with free RAMPs: d = m.)
+- A flow that starts at cycle T0 issues word k in cycle T0 + k; word k enters the i-th fabric
+  link of its path in cycle T0 + k + r + i h and reaches the destination PE at T0 + k + d. So K
+  words end at T0 + d + K - 1 (the destination's new clock) and the sender is free at T0 + K.
+- A PE's transfer to itself (m = 0) never touches the fabric: a local SRAM copy of K cycles.
+- Every out-link (N, S, E, W) carries one wavelet per cycle, and so does every RAMP into a PE.
+  `link_busy` holds each out-link's first free entry cycle and, for the RAMP, the first cycle
+  a new wavelet may arrive in the PE. A flow starts no earlier than each resource on its path
+  allows (wormhole pipelining); that is how contention between flows is charged. The RAMP out
+  of a sender is its own injection: the sender's clock serialises it.
 - A PE's clock only grows; receiving overlaps the receiver's own work (fabric DSDs run as
   asynchronous microthreads), so a receiver's clock becomes max(its clock, last arrival).
+- Collectives follow the same rules: a broadcast multicasts in the routers, so a PE L hops from
+  the root gets its last word at T0 + 2 r + L h + K - 1; a chain reduction passes through
+  every PE on the way (RAMP in, add, RAMP out), so each stage of the chain costs 2 r + h.
 """
 
 from __future__ import annotations
@@ -84,9 +95,10 @@ def _clip(
 def transfer(region: Region, src_rect: Rect | None, dst_rect: Rect, words: int) -> int:
     """Move `words` (K) 32-bit words from every PE of src_rect to the same place in dst_rect.
 
-    d + K - 1 cycles over d hops when the path is free. Destinations outside the region are
-    dropped (region.faults, region.wavelets_dropped). Rects of different shapes: a
-    redistribution (see `_redistribute`). Returns the cycles from the first start to the last end.
+    d + K - 1 cycles when the path is free, d = arch.path_latency(hops): two RAMP crossings
+    plus the fabric hops (a PE's transfer to itself is a K-cycle local copy). Destinations
+    outside the region are dropped (region.faults, region.wavelets_dropped). Rects of different
+    shapes: a redistribution (see `_redistribute`). Returns the cycles from the first start to the last end.
     """
     r, c, h, w = region.rect(src_rect)
     tr, tc, th, tw = (int(v) for v in dst_rect)
@@ -101,13 +113,15 @@ def _route_block(region: Region, src: Rect, dr: int, dc: int, k: int) -> int:
     """One-to-one flows from src shifted by (dr, dc); see the module docstring for timing."""
     r, c, h, w = src
     sl = (slice(r, r + h), slice(c, c + w))
-    d = abs(dr) + abs(dc)
+    m = abs(dr) + abs(dc)
     if k <= 0:
         return 0
-    if d == 0:  # a local SRAM copy, one word per cycle; no fabric
+    if m == 0:  # a local SRAM copy, one word per cycle; no fabric, no RAMP
         region.clock[sl] += k
         region.busy[sl] += k
         return k
+    arch = region.arch
+    d = arch.path_latency(m)
     # flows of this one op share a link when the offset exceeds 1 along a full row or column
     occupy = max(min(abs(dc), w), min(abs(dr), h)) * k
     hops = route_hops(dr, dc)
@@ -117,7 +131,8 @@ def _route_block(region: Region, src: Rect, dr: int, dc: int, k: int) -> int:
         cut = _clip(region, r + o_r, c + o_c, h, w)
         if cut is not None:
             busy = region.link_busy[cut[1] + (port,)]
-            busy[...] = region.xp.maximum(busy, start[cut[0]] + (i + occupy))
+            entry = arch.ramp_latency + i * arch.hop_latency
+            busy[...] = region.xp.maximum(busy, start[cut[0]] + (entry + occupy))
     region.clock[sl] = region.xp.maximum(region.clock[sl], start + occupy)
     region.busy[sl] += k
     region.words_sent[sl] += k
@@ -141,14 +156,15 @@ def _earliest_start(
     d: int,
 ) -> Any:
     """[h, w] start cycle of each flow: its sender is ready and every link (and the
-    destination RAMP) is free when the flow's first word reaches it."""
-    xp, lb = region.xp, region.link_busy
+    destination RAMP) is free when the flow's first word reaches it; d = path latency."""
+    xp, lb, arch = region.xp, region.link_busy, region.arch
     r, c, h, w = src
     start = xp.copy(region.clock[r : r + h, c : c + w])
     for i, (o_r, o_c, port) in enumerate(hops):
         cut = _clip(region, r + o_r, c + o_c, h, w)
         if cut is not None:
-            start[cut[0]] = xp.maximum(start[cut[0]], lb[cut[1] + (port,)] - i)
+            entry = arch.ramp_latency + i * arch.hop_latency
+            start[cut[0]] = xp.maximum(start[cut[0]], lb[cut[1] + (port,)] - entry)
     if dst is not None:
         start[dst[0]] = xp.maximum(start[dst[0]], lb[dst[1] + (RAMP,)] - d)
     return start
@@ -167,7 +183,8 @@ def _deliver(
 
 def _redistribute(region: Region, src: Rect, dst: Rect, k: int) -> int:
     """Move K words per src PE into a rect of another shape: all words cross the lanes between
-    the rects (rows for a mostly horizontal move, columns otherwise) after the farthest hop.
+    the rects (rows for a mostly horizontal move, columns otherwise) after the path latency of
+    the farthest pair of corners (RAMPs included).
     The share of the words bound for PEs outside the region is dropped and counted."""
     xp = region.xp
     (r, c, h, w), (tr, tc, th, tw) = src, dst
@@ -178,10 +195,10 @@ def _redistribute(region: Region, src: Rect, dst: Rect, k: int) -> int:
     per_lane = -(-total // lanes)
     corners = [(a, b) for a in (r, r + h - 1) for b in (c, c + w - 1)]
     targets = [(a, b) for a in (tr, tr + th - 1) for b in (tc, tc + tw - 1)]
-    d = max(abs(a - x) + abs(b - y) for a, b in corners for x, y in targets)
+    far = max(abs(a - x) + abs(b - y) for a, b in corners for x, y in targets)  # >= 1
     ssl = (slice(r, r + h), slice(c, c + w))
     t0 = xp.amax(region.clock[ssl])
-    end = t0 + d + per_lane - 1
+    end = t0 + region.arch.path_latency(far) + per_lane - 1
     region.clock[ssl] = xp.maximum(region.clock[ssl], t0 + per_lane)
     region.busy[ssl] += k
     region.words_sent[ssl] += k
@@ -264,11 +281,16 @@ def region_to_host(
 
 
 def barrier(region: Region, rect: Rect | None = None) -> int:
-    """Synchronise rect: every clock becomes max + 2*(h-1) + 2*(w-1) (a one-word reduce to the
-    corner and broadcast back). Returns those cost cycles."""
+    """Synchronise rect: every clock becomes max + cost, the cost of a one-word chain reduce to
+    the top-left corner and a broadcast back: per side of n > 1 PEs, (n - 1) chain stages of
+    path_latency(1) = 2 ramp + hop, plus a broadcast over n - 1 hops, path_latency(n - 1) =
+    2 ramp + (n - 1) hop. With free RAMPs (ramp 0, hop 1) that is 2 (rows - 1) + 2 (cols - 1).
+    Returns the cost cycles."""
     r, c, h, w = region.rect(rect)
     sl = (slice(r, r + h), slice(c, c + w))
-    cost = 2 * (h - 1) + 2 * (w - 1)
+    arch = region.arch
+    stage = arch.path_latency(1)
+    cost = sum((n - 1) * stage + arch.path_latency(n - 1) for n in (h, w) if n > 1)
     region.clock[sl] = region.xp.amax(region.clock[sl]) + cost
     return cost
 

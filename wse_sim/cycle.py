@@ -3,15 +3,25 @@
 Per PE and color there are five input FIFOs of depth 2 (from N, S, E, W, and RAMP = the PE's
 own injections). Routes are static per (color, input port) -> set of output ports, as in CSL's
 color configuration, and are compiled ahead of time into boolean masks per
-(color, input, output): no per-cycle gathers. Each cycle:
-  1. injection: a sending PE pushes its next word into its RAMP FIFO (one per cycle per color);
+(color, input, output): no per-cycle gathers. The RAMP is a real link in both directions,
+with r = arch.ramp_latency cycles per crossing (0 or 1 here; default 1). Each cycle t:
+  0. RAMP in: wavelets that entered a RAMP-in link (router -> PE) in cycle t - r land in their
+     PE now and are timestamped t (r = 1; with r = 0 they land in the cycle of step 3);
+  1. injection (r = 0): a sending PE pushes its next word into its empty RAMP FIFO; the word
+     can leave the router this same cycle;
   2. arbitration: candidates (color, input) in round-robin order claim output ports; a
      multicast moves only when every output it needs is free and has credit (back-pressure:
-     the downstream FIFO held fewer than 2 wavelets at the start of the cycle);
-  3. moves: wavelets land in the neighbours' FIFOs, are delivered to the PE (RAMP output,
-     timestamped with the cycle), or are dropped when they would leave the fabric; heads pop.
-Timing matches wse_sim.block's conventions: K words over d free hops are delivered by cycle
-T0 + d + K - 1. The fabric here is one region: its border is the region border.
+     the downstream FIFO held fewer than 2 wavelets at the start of the cycle). The RAMP
+     output of a router carries one wavelet per cycle, whatever its color;
+  3. moves: wavelets land in the neighbours' FIFOs, enter the RAMP-in link to their PE, or
+     are dropped when they would leave the fabric; heads pop;
+  4. RAMP out (r = 1): a sending PE issues its next word onto its RAMP-out link when the
+     router's RAMP FIFO is empty after this cycle's pops (back-pressure: a stalled head holds
+     the PE); the word is in the router at the end of the cycle and can leave from t + 1.
+Timing matches wse_sim.block's conventions: K words over m free hops are delivered by cycle
+T0 + d + K - 1, d = 2 r + m (the links crossed, RAMPs included). Fabric links take one cycle:
+an arch with hop_latency != 1 is refused (the block engine models it). The fabric here is one
+region: its border is the region border.
 
 Arrays are 2-D over the fabric padded with a one-PE halo, so a move to a neighbour is a
 shifted slice; a wavelet that lands in the halo has left the region and is dropped. Each
@@ -26,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from wse_sim import cycle_flows
+from wse_sim.arch import WSE2, Arch
 from wse_sim.cycle_routes import Candidate, Out, compile_routes
 from wse_sim.errors import CycleEngineLimitError
 
@@ -42,14 +53,34 @@ def _ports(names: Iterable[str] | str) -> list[int]:
 
 
 class CycleFabric:
-    """A small fabric (one region) simulated cycle by cycle; results as [rows, cols] arrays."""
+    """A small fabric (one region) simulated cycle by cycle; results as [rows, cols] arrays.
 
-    def __init__(self, rows: int, cols: int, colors: int = 4) -> None:
+    `arch` supplies the latencies (default: WSE-2's constants): ramp_latency 0 or 1 and
+    hop_latency 1 are modelled; other values raise CycleEngineLimitError."""
+
+    def __init__(self, rows: int, cols: int, colors: int = 4, arch: Arch | None = None) -> None:
         if rows > MAX_SIDE or cols > MAX_SIDE or rows < 1 or cols < 1:
             raise CycleEngineLimitError(
                 f"the cycle engine validates regions up to {MAX_SIDE}x{MAX_SIDE}, got {rows}x{cols}; "
                 "use the block engine (wse_sim.block) for larger regions"
             )
+        arch = arch or WSE2
+        if arch.hop_latency != 1:
+            raise CycleEngineLimitError(
+                f"the cycle engine moves wavelets one fabric hop per cycle; hop_latency="
+                f"{arch.hop_latency} is modelled by the block engine only (wse_sim.block), "
+                "or use an arch with hop_latency=1"
+            )
+        if arch.ramp_latency not in (0, 1):
+            raise CycleEngineLimitError(
+                f"the cycle engine models RAMP crossings of 0 or 1 cycles; ramp_latency="
+                f"{arch.ramp_latency} is modelled by the block engine only (wse_sim.block)"
+            )
+        self.arch, self.ramp_latency = arch, arch.ramp_latency
+        # RAMP-in links: per cycle still in the link, the (out, moved, values) that entered it
+        self._ramp_in: list[list[tuple[Out, np.ndarray, np.ndarray]]] = [
+            [] for _ in range(self.ramp_latency)
+        ]
         self.rows, self.cols, self.colors = rows, cols, colors
         pad = (rows + 2, cols + 2)
         self.halo = np.ones(pad, bool)
@@ -200,8 +231,10 @@ class CycleFabric:
             self._inject_done[color].reshape(-1)[idx] = done
 
     def _inject(self, t: int) -> None:
-        """A sender puts its next word into its empty RAMP FIFO; the word can leave this same
-        cycle, so one word per cycle streams out while the path is free."""
+        """A sender puts its next word into its empty RAMP FIFO: at the start of cycle t with
+        r = 0 (the word can leave this same cycle), at the end of cycle t with r = 1 (the word
+        crosses the RAMP-out link in cycle t and can leave from t + 1). Either way one word per
+        cycle streams out while the path is free."""
         for color, (idx, rem, start, nxt, injected, done) in enumerate(self._senders):
             if not idx.size:
                 continue
@@ -236,7 +269,11 @@ class CycleFabric:
                 }.items()
             )
         t = self.cycle
-        if self.remaining_total:
+        if self.ramp_latency:
+            self._ramp_in.append([])
+            for out, moved, val in self._ramp_in.pop(0):
+                self._land(out, moved, val, t)
+        if self.remaining_total and not self.ramp_latency:
             self._inject(t)
         cands = self._compiled
         k = t % len(cands) if cands else 0
@@ -282,17 +319,26 @@ class CycleFabric:
         self.copies += pushed - sum(pop[2] for pop in pops)
         if self._halo_ports:
             self._drop_halo()
+        if self.remaining_total and self.ramp_latency:
+            self._inject(t)
         self.cycle += 1
+
+    def _land(self, out: Out, moved: np.ndarray, val: np.ndarray, t: int) -> None:
+        """Wavelets `moved` of a RAMP output reach their PE in cycle t."""
+        out.recv_count += moved.view(np.uint8)
+        np.copyto(out.recv_value, val, where=moved)
+        np.copyto(out.recv_last, t, where=moved)
+        self.delivered += int(np.count_nonzero(moved))
 
     def _push(self, out: Out, moved: np.ndarray, val: np.ndarray, t: int) -> int:
         n = int(np.count_nonzero(moved))
         if not n:
             return 0
         if out.port == RAMP:
-            out.recv_count += moved.view(np.uint8)
-            np.copyto(out.recv_value, val, where=moved)
-            np.copyto(out.recv_last, t, where=moved)
-            self.delivered += n
+            if self.ramp_latency:  # into the RAMP-in link; the PE gets it r cycles later
+                self._ramp_in[-1].append((out, moved, val.copy()))
+            else:
+                self._land(out, moved, val, t)
             return n
         empty = moved & (
             out.nb_cnt == 0

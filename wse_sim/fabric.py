@@ -24,7 +24,8 @@ class Region:
 
     Arrays (backend arrays, shape [rows, cols] unless noted): `clock` (int64 per-PE cycles),
     `busy` (cycles the PE computed or injected), `words_sent`, `words_received`, `sram_used`,
-    `sram_hwm` (bytes), `link_busy` [rows, cols, 5] (first free cycle of N, S, E, W and RAMP).
+    `sram_hwm` (bytes), `link_busy` [rows, cols, 5] (first free entry cycle of the N, S, E, W
+    out-links; for the RAMP, the first cycle a new wavelet may arrive in the PE).
     """
 
     def __init__(

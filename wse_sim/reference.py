@@ -3,6 +3,10 @@
 Plain lists and loops, one PE and one wavelet at a time, written from the timing rules in
 wse_sim.block's docstring rather than from the vectorized code. On 2x2 to 8x8 regions the
 vectorized engine must match it exactly, data and cycles (tests/wse_sim). Never use it for work.
+
+Latencies come from the arch: r = ramp_latency per RAMP crossing (PE -> router, router -> PE)
+and h = hop_latency per fabric link, so a wavelet m >= 1 hops away arrives 2 r + m h cycles
+after its sender issued it, and enters its path's n-th fabric link r + n h cycles after that.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class NaiveRegion:
 
     def __init__(self, rows: int, cols: int, arch: Arch) -> None:
         self.rows, self.cols, self.arch = rows, cols, arch
+        self.ramp, self.hop = arch.ramp_latency, arch.hop_latency
         self.clock = [[0] * cols for _ in range(rows)]
         self.busy = [[0] * cols for _ in range(rows)]
         self.sent = [[0] * cols for _ in range(rows)]
@@ -57,15 +62,20 @@ class NaiveRegion:
             i, dr = i + STEP[port][0], dr - STEP[port][0]
         return hops
 
+    def latency(self, hops: int) -> int:
+        """Cycles from a PE issuing a wavelet to it being in the PE `hops` >= 1 links away."""
+        return self.ramp + hops * self.hop + self.ramp
+
     def transfer(self, src: tuple[int, int, int, int], dr: int, dc: int, k: int) -> None:
-        d = abs(dr) + abs(dc)
+        m = abs(dr) + abs(dc)
         if k <= 0:
             return
-        if d == 0:
+        if m == 0:  # a copy inside the PE: no router, no RAMP
             for i, j in self.cells(src):
                 self.clock[i][j] += k
                 self.busy[i][j] += k
             return
+        d = self.latency(m)
         _, _, h, w = src
         share = max(min(abs(dc), w), min(abs(dr), h))
         plans = []
@@ -76,8 +86,8 @@ class NaiveRegion:
                 if self.inside(a, b)
             ]
             start = self.clock[i][j]
-            for a, b, p, n in hops:
-                start = max(start, self.links[a][b][p] - n)
+            for a, b, p, n in hops:  # the n-th link is entered r + n h after the start
+                start = max(start, self.links[a][b][p] - (self.ramp + n * self.hop))
             ti, tj = i + dr, j + dc
             if self.inside(ti, tj):
                 start = max(start, self.links[ti][tj][RAMP] - d)
@@ -85,7 +95,8 @@ class NaiveRegion:
         new_clock = [row[:] for row in self.clock]
         for i, j, start, hops in plans:
             for a, b, p, n in hops:
-                self.links[a][b][p] = max(self.links[a][b][p], start + n + share * k)
+                enter = start + self.ramp + n * self.hop
+                self.links[a][b][p] = max(self.links[a][b][p], enter + share * k)
             new_clock[i][j] = max(new_clock[i][j], start + share * k)
             self.busy[i][j] += k
             self.sent[i][j] += k
@@ -112,20 +123,23 @@ class NaiveRegion:
             for j in range(c, c + w):
                 dist = abs(j - rj)
                 if dist:
-                    start = max(start, self.links[i][j][RAMP] - dist)
+                    start = max(start, self.links[i][j][RAMP] - self.latency(dist))
                 if rj <= j < c + w - 1:
-                    start = max(start, self.links[i][j][E] - (j - rj))
+                    start = max(start, self.links[i][j][E] - (self.ramp + (j - rj) * self.hop))
                 if c < j <= rj:
-                    start = max(start, self.links[i][j][W] - (rj - j))
+                    start = max(start, self.links[i][j][W] - (self.ramp + (rj - j) * self.hop))
             for j in range(c, c + w):
                 dist = abs(j - rj)
                 if rj <= j < c + w - 1:
-                    self.links[i][j][E] = max(self.links[i][j][E], start + (j - rj) + k)
+                    enter = start + self.ramp + (j - rj) * self.hop
+                    self.links[i][j][E] = max(self.links[i][j][E], enter + k)
                 if c < j <= rj:
-                    self.links[i][j][W] = max(self.links[i][j][W], start + (rj - j) + k)
+                    enter = start + self.ramp + (rj - j) * self.hop
+                    self.links[i][j][W] = max(self.links[i][j][W], enter + k)
                 if dist:
-                    self.links[i][j][RAMP] = max(self.links[i][j][RAMP], start + dist + k)
-                    self.clock[i][j] = max(self.clock[i][j], start + dist + k - 1)
+                    last = start + self.latency(dist) + k - 1
+                    self.links[i][j][RAMP] = max(self.links[i][j][RAMP], last + 1)
+                    self.clock[i][j] = max(self.clock[i][j], last)
                     self.received[i][j] += k
                     self.wavelets_sent += k
                     self.wavelets_delivered += k
@@ -148,20 +162,20 @@ class NaiveRegion:
                     continue
                 t_next = None
                 times = {}
-                for j in reversed(cols):  # farthest PE first
-                    ready = max(self.clock[i][j], self.links[i][j][toward])
-                    t = ready if t_next is None else max(ready, t_next + 1)
+                for j in reversed(cols):  # farthest PE first; each stage is a one-hop move
+                    ready = max(self.clock[i][j], self.links[i][j][toward] - self.ramp)
+                    t = ready if t_next is None else max(ready, t_next + self.latency(1))
                     times[j], t_next = t, t
                 for j, t in times.items():
                     if j != cols[-1]:
                         self.received[i][j] += k
-                    self.links[i][j][toward] = t + k
+                    self.links[i][j][toward] = t + self.ramp + k
                     self.clock[i][j] = t + k
                     self.busy[i][j] += k
                     self.sent[i][j] += k
                     self.wavelets_sent += k
                     self.wavelets_delivered += k
-                firsts.append(times[cols[0]] + 1)
+                firsts.append(times[cols[0]] + self.latency(1))
             end = max(
                 max(min(firsts), self.links[i][rj][RAMP]) + len(firsts) * k - 1, self.clock[i][rj]
             )
@@ -200,10 +214,15 @@ class NaiveRegion:
         self.broadcast_row(rect, k, 0)
 
     def barrier(self, rect: tuple[int, int, int, int]) -> None:
+        """A one-word chain reduce to the corner and a broadcast back, along each long side."""
         r, c, h, w = rect
         top = max(self.clock[i][j] for i, j in self.cells(rect))
+        cost = 0
+        for n in (h, w):
+            if n > 1:
+                cost += (n - 1) * self.latency(1) + self.latency(n - 1)
         for i, j in self.cells(rect):
-            self.clock[i][j] = top + 2 * (h - 1) + 2 * (w - 1)
+            self.clock[i][j] = top + cost
 
     def state(self) -> dict[str, Any]:
         """Everything the vectorized engine is compared on."""
@@ -245,15 +264,16 @@ def naive_allreduce(data: list[list[list[float]]]) -> list[list[list[float]]]:
     return [[list(total) for _ in range(w)] for _ in range(h)]
 
 
-def naive_reduce_tree_cycles(clocks: list[int], k: int, root: int) -> int:
+def naive_reduce_tree_cycles(clocks: list[int], k: int, root: int, arch: Arch) -> int:
     """Root's clock after a binary-tree reduction of one row whose PEs start at `clocks`."""
     clocks = list(clocks)
+    ramp, hop = arch.ramp_latency, arch.hop_latency
     for side in (list(range(root, len(clocks))), list(range(root, -1, -1))):
         span = 1
         while span < len(side):
             for q in range(span, len(side), 2 * span):
                 sender, receiver = side[q], side[q - span]
-                arrive = clocks[sender] + span + k - 1
+                arrive = clocks[sender] + ramp + span * hop + ramp + k - 1
                 clocks[sender] += k
                 clocks[receiver] = max(clocks[receiver], arrive)
             span *= 2

@@ -15,6 +15,9 @@ def test_arch_names_resolve_to_the_published_grids(name):
     assert (arch.rows, arch.cols) == expected
     assert arch.sram_bytes == 48 * 1024
     assert arch.wavelet_bits == 32 and arch.hop_latency == 1 and arch.link_words_per_cycle == 1
+    assert arch.ramp_latency == 1 and "RAMP" in arch.router_ports
+    assert "RAMP" in arch.sources["ramp_latency"] and "assume" in arch.sources["ramp_latency"]
+    assert arch.path_latency(1) == 3 and arch.path_latency(10) == 12
     assert len(arch.router_ports) == 5
     assert arch.clock_hz == 850e6
     assert all(
@@ -32,6 +35,20 @@ def test_overrides_make_a_small_fabric_and_are_tagged():
     assert arch.sources["clock_hz"].startswith("override")
     wafer = ws.Wafer(arch)
     assert (wafer.rows, wafer.cols) == (8, 6)
+
+
+def test_latencies_are_overridable_and_validated():
+    arch = ws.get_arch("wse2", rows=8, cols=8, ramp_latency=0)
+    assert (arch.rows, arch.ramp_latency, arch.hop_latency) == (8, 0, 1)
+    assert arch.sources["ramp_latency"].startswith("override")
+    assert arch.path_latency(5) == 5
+    assert ws.get_arch("wse3", hop_latency=2, ramp_latency=2).path_latency(3) == 2 + 6 + 2
+    with pytest.raises(ValueError, match="ramp_latency"):
+        ws.get_arch("wse2", ramp_latency=-1)
+    with pytest.raises(ValueError, match="hop_latency"):
+        ws.get_arch("wse2", hop_latency=0)
+    with pytest.raises(ValueError, match="hop_latency"):
+        ws.get_arch("wse2", hop_latency=1.5)
 
 
 def test_unknown_arch_and_unknown_field_are_clear_errors():

@@ -4,6 +4,7 @@ translation invariance and monotone timing."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,10 +12,13 @@ import wse_sim as ws
 from wse_sim.kernels import game_of_life, stencil7
 
 SETTINGS = settings(max_examples=20, deadline=None)
+RAMPS = pytest.mark.parametrize(
+    "ramp", [pytest.param(1, id="default-ramp"), pytest.param(0, id="ramp0")]
+)
 
 
-def wafer(rows=24, cols=24):
-    return ws.Wafer(ws.get_arch("wse2", rows=rows, cols=cols))
+def wafer(rows=24, cols=24, ramp=1):
+    return ws.Wafer(ws.get_arch("wse2", rows=rows, cols=cols, ramp_latency=ramp))
 
 
 @st.composite
@@ -49,21 +53,23 @@ def run_program(region, ops):
     return region.counters(), region.cycles
 
 
+@RAMPS
 @SETTINGS
 @given(job_programs())
-def test_wavelets_are_conserved(program):
+def test_wavelets_are_conserved(ramp, program):
     h, w, ops = program
-    region = wafer().allocate("job", 5, 5, h, w)
+    region = wafer(ramp=ramp).allocate("job", 5, 5, h, w)
     run_program(region, ops)
     assert region.wavelets_sent == region.wavelets_delivered + region.wavelets_dropped
     assert int(region.words_received.sum()) == region.wavelets_delivered  # every delivery lands
 
 
+@RAMPS
 @SETTINGS
 @given(job_programs())
-def test_nothing_crosses_a_region_border(program):
+def test_nothing_crosses_a_region_border(ramp, program):
     h, w, ops = program
-    wf = wafer()
+    wf = wafer(ramp=ramp)
     neighbours = {
         name: wf.allocate(name, r, c, rr, cc)
         for name, (r, c, rr, cc) in {
@@ -83,47 +89,53 @@ def test_nothing_crosses_a_region_border(program):
         assert region.wavelets_dropped > 0 and region.faults > 0
 
 
+@RAMPS
 @SETTINGS
 @given(job_programs())
-def test_results_and_cycles_are_deterministic(program):
+def test_results_and_cycles_are_deterministic(ramp, program):
     h, w, ops = program
-    first = run_program(wafer().allocate("job", 3, 4, h, w), ops)
-    second = run_program(wafer().allocate("job", 3, 4, h, w), ops)
+    first = run_program(wafer(ramp=ramp).allocate("job", 3, 4, h, w), ops)
+    second = run_program(wafer(ramp=ramp).allocate("job", 3, 4, h, w), ops)
     assert first[1] == second[1]
     for name in first[0]:
         np.testing.assert_array_equal(first[0][name], second[0][name])
 
 
+@RAMPS
 @SETTINGS
 @given(job_programs(), st.integers(0, 14), st.integers(0, 14))
-def test_a_job_sees_the_same_cycles_wherever_its_region_sits(program, row, col):
+def test_a_job_sees_the_same_cycles_wherever_its_region_sits(ramp, program, row, col):
     h, w, ops = program
-    here = run_program(wafer().allocate("job", 0, 0, h, w), ops)
-    there = run_program(wafer().allocate("job", row, col, h, w), ops)
+    here = run_program(wafer(ramp=ramp).allocate("job", 0, 0, h, w), ops)
+    there = run_program(wafer(ramp=ramp).allocate("job", row, col, h, w), ops)
     assert here[1] == there[1]
     for name in here[0]:
         np.testing.assert_array_equal(here[0][name], there[0][name])
 
 
+@RAMPS
 @settings(max_examples=5, deadline=None)
 @given(st.integers(0, 10), st.integers(0, 10), st.integers(0, 2**31 - 1))
-def test_kernel_results_do_not_depend_on_placement(row, col, seed):
+def test_kernel_results_do_not_depend_on_placement(ramp, row, col, seed):
     rng = np.random.default_rng(seed)
     board = (rng.random((6, 6)) < 0.4).astype(np.int8)
     u = rng.standard_normal((6, 6, 4)).astype(np.float32)
-    a = game_of_life(wafer().allocate("job", 0, 0, 6, 6), board, 2)
-    b = game_of_life(wafer().allocate("job", row, col, 6, 6), board, 2)
+    a = game_of_life(wafer(ramp=ramp).allocate("job", 0, 0, 6, 6), board, 2)
+    b = game_of_life(wafer(ramp=ramp).allocate("job", row, col, 6, 6), board, 2)
     assert a.cycles == b.cycles and (a.value == b.value).all()
-    s1 = stencil7(wafer().allocate("job", 0, 0, 6, 6), u)
-    s2 = stencil7(wafer().allocate("job", row, col, 6, 6), u)
+    s1 = stencil7(wafer(ramp=ramp).allocate("job", 0, 0, 6, 6), u)
+    s2 = stencil7(wafer(ramp=ramp).allocate("job", row, col, 6, 6), u)
     assert s1.cycles == s2.cycles and np.array_equal(s1.value, s2.value)
 
 
+@RAMPS
 @SETTINGS
 @given(st.integers(1, 10), st.integers(1, 10), st.integers(1, 40), st.integers(1, 40))
-def test_time_grows_with_distance_and_message_size(d1, d2, k1, k2):
+def test_time_grows_with_distance_and_message_size(ramp, d1, d2, k1, k2):
     def cycles(d, k):
-        return ws.transfer(wafer(1, 24).allocate("job", 0, 0, 1, 24), (0, 0, 1, 1), (0, d, 1, 1), k)
+        return ws.transfer(
+            wafer(1, 24, ramp).allocate("job", 0, 0, 1, 24), (0, 0, 1, 1), (0, d, 1, 1), k
+        )
 
     lo_d, hi_d = sorted((d1, d2))
     lo_k, hi_k = sorted((k1, k2))

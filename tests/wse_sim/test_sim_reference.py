@@ -1,8 +1,10 @@
-"""The vectorized block engine matches the naive per-PE reference exactly on small regions."""
+"""The vectorized block engine matches the naive per-PE reference exactly on small regions, for
+the default latencies, free RAMPs (ramp_latency=0) and slower RAMPs and hops."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,8 +55,15 @@ def programs(draw):
     return rows, cols, ops
 
 
-def run_both(rows, cols, ops):
-    arch = ws.get_arch("wse2", rows=rows, cols=cols)
+LATENCIES = [
+    pytest.param({}, id="default"),
+    pytest.param({"ramp_latency": 0}, id="ramp0"),
+    pytest.param({"ramp_latency": 2, "hop_latency": 2}, id="ramp2-hop2"),
+]
+
+
+def run_both(rows, cols, ops, **latencies):
+    arch = ws.get_arch("wse2", rows=rows, cols=cols, **latencies)
     region = ws.Wafer(arch).allocate("job", 0, 0, rows, cols)
     naive = NaiveRegion(rows, cols, arch)
     for op in ops:
@@ -87,10 +96,11 @@ def run_both(rows, cols, ops):
     return region, naive
 
 
+@pytest.mark.parametrize("latencies", LATENCIES)
 @settings(max_examples=60, deadline=None)
 @given(programs())
-def test_block_engine_matches_naive_reference_exactly(program):
-    region, naive = run_both(*program)
+def test_block_engine_matches_naive_reference_exactly(latencies, program):
+    region, naive = run_both(*program, **latencies)
     ref = naive.state()
     np.testing.assert_array_equal(region.clock, np.array(ref["clock"]))
     np.testing.assert_array_equal(region.busy, np.array(ref["busy"]))
@@ -129,38 +139,41 @@ def test_data_moves_match_the_naive_reference(h, w, k, dr, dc, data):
     np.testing.assert_array_equal(summed, np.array(naive_allreduce(values.tolist()), np.float32))
 
 
+@pytest.mark.parametrize("latencies", LATENCIES)
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(0, 30), min_size=2, max_size=8), st.integers(1, 9), st.data())
-def test_tree_reduction_matches_the_naive_reference(clocks, k, data):
+def test_tree_reduction_matches_the_naive_reference(latencies, clocks, k, data):
     from wse_sim.reference import naive_reduce_tree_cycles
 
     root = data.draw(st.integers(0, len(clocks) - 1))
-    region = ws.Wafer(ws.get_arch("wse2", rows=1, cols=len(clocks))).allocate(
-        "job", 0, 0, 1, len(clocks)
-    )
+    arch = ws.get_arch("wse2", rows=1, cols=len(clocks), **latencies)
+    region = ws.Wafer(arch).allocate("job", 0, 0, 1, len(clocks))
     region.clock[0, :] = clocks
     ws.reduce_row(region, None, k, root=root, algorithm="tree")
-    assert int(region.clock[0, root]) == naive_reduce_tree_cycles(clocks, k, root)
+    assert int(region.clock[0, root]) == naive_reduce_tree_cycles(clocks, k, root, arch)
 
 
+@pytest.mark.parametrize("latencies", LATENCIES[:2])
 @settings(max_examples=20, deadline=None)
 @given(st.integers(2, 8), st.integers(2, 8), st.integers(1, 9), st.data())
-def test_cycle_engine_matches_the_naive_reference_on_transfers_and_broadcasts(h, w, k, data):
+def test_cycle_engine_matches_the_naive_reference_on_transfers_and_broadcasts(
+    latencies, h, w, k, data
+):
     from wse_sim.cycle import CycleFabric
 
-    arch = ws.get_arch("wse2", rows=h, cols=w)
+    arch = ws.get_arch("wse2", rows=h, cols=w, **latencies)
     src = (data.draw(st.integers(0, h - 1)), data.draw(st.integers(0, w - 1)))
     dst = (data.draw(st.integers(0, h - 1)), data.draw(st.integers(0, w - 1)))
     if src != dst:
         naive = NaiveRegion(h, w, arch)
         naive.transfer((src[0], src[1], 1, 1), dst[0] - src[0], dst[1] - src[1], k)
-        fabric = CycleFabric(h, w)
+        fabric = CycleFabric(h, w, arch=arch)
         fabric.add_transfer(0, src, dst, k)
         assert fabric.run() == naive.clock[dst[0]][dst[1]]
     root = data.draw(st.integers(0, w - 1))
     naive = NaiveRegion(h, w, arch)
     naive.broadcast_row((0, 0, h, w), k, root)
-    fabric = CycleFabric(h, w)
+    fabric = CycleFabric(h, w, arch=arch)
     fabric.add_row_broadcast(0, (0, 0, h, w), root, k)
     fabric.run()
     for i in range(h):

@@ -33,9 +33,12 @@ def gemv(region: Region, a: np.ndarray, x: np.ndarray, rect: Rect | None = None)
 
 
 def gemv_cycles(region: Region, shape: tuple[int, int], grid: tuple[int, int]) -> int:
-    """Analytic cycles from idle: (h + n - 2) + ceil(2 m n / rate) + (w + m - 2)."""
+    """Analytic cycles from idle, with r = ramp and l = hop latency (each term only when its side
+    is longer than 1): broadcast (2 r + (h - 1) l + n - 1) + ceil(2 m n / rate) + chain reduce
+    ((w - 1)(2 r + l) + m - 1); with r = 0, l = 1: (h + n - 2) + compute + (w + m - 2)."""
     (mm, nn), (h, w) = shape, grid
     m, n = mm // h, nn // w
-    bcast = h - 1 + n - 1 if h > 1 else 0
-    reduce = w - 1 + m - 1 if w > 1 else 0
+    arch = region.arch
+    bcast = arch.path_latency(h - 1) + n - 1 if h > 1 else 0
+    reduce = (w - 1) * arch.path_latency(1) + m - 1 if w > 1 else 0
     return bcast + compute_cycles(region, 2 * m * n) + reduce

@@ -47,10 +47,12 @@ def game_of_life(
 
 
 def life_cycles(region: Region, grid: tuple[int, int], generations: int) -> int:
-    """Analytic cycles from idle: generations * (2 * 1 + 2 * 3 + ceil(LIFE_FLOPS / rate)),
+    """Analytic cycles from idle: generations * (2 d + 2 (d + 2) + ceil(LIFE_FLOPS / rate)),
+    d = 2 r + l the one-hop latency (r = ramp, l = hop latency; d = 1 with free RAMPs),
     dropping the exchanges a 1-wide grid does not need."""
     h, w = grid
-    per = 2 * (w > 1) + 2 * 3 * (h > 1) + compute_cycles(region, LIFE_FLOPS)
+    d = region.arch.path_latency(1)
+    per = 2 * d * (w > 1) + 2 * (d + 3 - 1) * (h > 1) + compute_cycles(region, LIFE_FLOPS)
     return generations * per
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wse_sim.arch import WSE2, Arch
 from wse_sim.dataops import allreduce_data
 from wse_sim.fabric import Rect, Region
 from wse_sim.kernels.common import KernelResult
@@ -20,7 +21,10 @@ def allreduce_kernel(region: Region, values: np.ndarray, rect: Rect | None = Non
     return KernelResult(xp.to_numpy(out), cycles)
 
 
-def allreduce_cycles(grid: tuple[int, int], k: int) -> int:
-    """Analytic cycles from idle: 2 (w + K - 2) + 2 (h + K - 2), a phase per side longer than 1."""
-    h, w = grid
-    return 2 * (w + k - 2) * (w > 1) + 2 * (h + k - 2) * (h > 1)
+def allreduce_cycles(grid: tuple[int, int], k: int, arch: Arch | None = None) -> int:
+    """Analytic cycles from idle on `arch` (default WSE-2's constants), per side of n > 1 PEs:
+    a chain reduce (n - 1)(2 r + l) + K - 1 and a broadcast 2 r + (n - 1) l + K - 1, with
+    r = ramp and l = hop latency; 2 (n + K - 2) per side with free RAMPs (r = 0, l = 1)."""
+    arch = arch or WSE2
+    lat = arch.path_latency
+    return sum((n - 1) * lat(1) + lat(n - 1) + 2 * (k - 1) for n in grid if n > 1)

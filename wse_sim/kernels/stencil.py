@@ -47,10 +47,12 @@ def stencil7(
 
 
 def stencil7_cycles(region: Region, grid: tuple[int, int], z: int, sweeps: int = 1) -> int:
-    """Analytic cycles from idle: sweeps * (Z per exchanged direction + ceil(13 Z / rate))."""
+    """Analytic cycles from idle: sweeps * ((2 r + l + Z - 1) per exchanged direction
+    + ceil(13 Z / rate)), r = ramp and l = hop latency (Z per direction when r = 0, l = 1)."""
     h, w = grid
     exchanges = 2 * (w > 1) + 2 * (h > 1)
-    return sweeps * (exchanges * z + compute_cycles(region, FLOPS_PER_POINT * z))
+    one_hop = region.arch.path_latency(1) + z - 1
+    return sweeps * (exchanges * one_hop + compute_cycles(region, FLOPS_PER_POINT * z))
 
 
 def stencil7_numpy(u: np.ndarray, c0: float = -6.0, c1: float = 1.0) -> np.ndarray:

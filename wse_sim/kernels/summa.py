@@ -54,14 +54,19 @@ def summa(
 
 def summa_cycles(region: Region, shape: tuple[int, int, int], p: int) -> int:
     """Analytic cycles from idle for C[M, N] = A[M, K] B[K, N] on P x P PEs:
-    sum over steps s of (D_s + mk - 1) + (D_s + kn - 1) + 2 * 4(P - 1) + ceil(2mkn / rate),
-    with D_s = max(s, P - 1 - s) hops to the farthest PE of the broadcast."""
+    sum over steps s of (L_s + mk - 1) + (L_s + kn - 1) + 2 B + ceil(2mkn / rate), with
+    L_s = 2 r + D_s l the latency to the farthest PE of the broadcast, D_s = max(s, P - 1 - s)
+    hops, and B = 2 ((P - 1)(2 r + l) + 2 r + (P - 1) l) the barrier (r = ramp, l = hop
+    latency; with r = 0, l = 1: L_s = D_s and B = 4 (P - 1))."""
     mm, kk, nn = shape
     m, k, n = mm // p, kk // p, nn // p
+    arch = region.arch
+    lat = arch.path_latency
+    barrier = 2 * ((p - 1) * lat(1) + lat(p - 1))
     total = 0
     for s in range(p):
         if p > 1:
-            far = max(s, p - 1 - s)
-            total += (far + m * k - 1) + (far + k * n - 1) + 2 * 4 * (p - 1)
+            far = lat(max(s, p - 1 - s))
+            total += (far + m * k - 1) + (far + k * n - 1) + 2 * barrier
         total += compute_cycles(region, 2 * m * k * n)
     return total
