@@ -110,8 +110,8 @@ class PolicyConfig:
     - placement: "best_fit" (fragmentation-aware over maximal empty rectangles) or "first_fit".
     - backfill: reserve a rectangle for the top blocked job and backfill around it (EASY);
       False means strict order: nothing starts behind a blocked job.
-    - favor_small: the size factor favours jobs of small PE-seconds (True) or large PE counts.
-    - size_horizon_s: the time scale of the size factor (a job of the whole cluster for this long
+    - favor_small: the size factor favours short jobs, by time limit (True), or large PE counts.
+    - size_horizon_s: the time scale of the size factor (a time limit this long or longer
       scores 0).
     - user_share_weight: how much the user's share within the tenant moves the fair-share factor.
     - reserve_after_s: only a job that has been eligible this long gets the reservation (as

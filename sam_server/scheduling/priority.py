@@ -5,15 +5,21 @@
 - class: low 0, normal 1/3, high 2/3, urgent 1.
 - fair_share: the tenant's classic 2^(-U/S) factor nudged by the user's (see `fairshare`).
 - age: time since the job became eligible over `age_cap_s`, capped at 1.
-- size: with `favor_small` (default) 1 for tiny jobs falling to 0 on a log scale of the job's
-  requested PE-seconds against the whole cluster for `size_horizon_s`; otherwise PEs / cluster PEs.
+- size: with `favor_small` (default) the job's size is measured in time, as Slurm sites that
+  rank shorter jobs first do: near 1 for the shortest time limits, falling to 0 on a log scale at
+  `size_horizon_s`; otherwise PEs / cluster PEs (favour large). The region's area is left out on
+  purpose: the jobs that compete for one free rectangle each hold it for their time limit, so
+  the shortest first gives the least mean wait (the SPT rule) whatever their areas, and a small
+  region already gets ahead through backfill, as it fits holes a large one cannot. Ranking by
+  PE-seconds counted area twice: small but long jobs took the holes that short jobs of a medium
+  area were waiting for.
   The bonus fades as the job ages (size x (1 - age)), so among jobs that reached the age cap
   seniority alone decides (ties go to the earlier eligible time). Without the fade, a backlog
-  longer than the age cap would sort old jobs smallest-first again, and a large job could wait
-  behind an endless supply of capped small ones; with it, every job is eventually the oldest.
+  longer than the age cap would sort old jobs shortest-first again, and a long job could wait
+  behind an endless supply of capped short ones; with it, every job is eventually the oldest.
 
 The default weights (10000, 5000, 1000, 500) follow the anchors' recommendation: class dominates,
-then fair share; age outweighs the fading size bonus, so no job starves behind small ones.
+then fair share; age outweighs the fading size bonus, so no job starves behind short ones.
 """
 
 from __future__ import annotations
@@ -39,9 +45,9 @@ def size_factor(job: Job, cluster_pes: int, config: PolicyConfig) -> float:
         return 0.0
     if not config.favor_small:
         return min(1.0, job.pes / cluster_pes)
-    work = job.pes * max(1.0, job.time_limit_s)
-    ref = cluster_pes * max(1.0, config.size_horizon_s)
-    return max(0.0, 1.0 - math.log1p(work) / math.log1p(ref))
+    limit = max(1.0, job.time_limit_s)
+    horizon = max(1.0, config.size_horizon_s)
+    return max(0.0, 1.0 - math.log1p(limit) / math.log1p(horizon))
 
 
 def age_factor(job: Job, now: float, config: PolicyConfig) -> float:

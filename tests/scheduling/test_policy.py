@@ -7,6 +7,7 @@ import random
 import pytest
 
 from sam_server.scheduling import PolicyConfig, Quota, easy_config, fcfs_config, plan
+from sam_server.scheduling.priority import size_factor
 from sam_server.scheduling.reasons import REASON_CODES
 
 from .factories import job, overlaps, running, snapshot
@@ -185,16 +186,30 @@ def test_the_same_snapshot_gives_the_same_plan_in_any_job_order() -> None:
     assert a == b
 
 
-def test_small_jobs_go_first_while_young_but_seniority_rules_past_the_age_cap() -> None:
+def test_short_jobs_go_first_while_young_but_seniority_rules_past_the_age_cap() -> None:
     cfg = PolicyConfig(age_cap_s=1000.0, reserve_after_s=0.0)
     held, alloc = running(9, 0, 0, 10, 10, limit=50.0)
     young = [job(1, 10, 10, submitted=90.0, limit=5000.0), job(2, 1, 1, submitted=95.0, limit=10.0)]
     p = plan(snapshot(W10, [held, *young], {"w0": [alloc]}, config=cfg), 100.0)
-    assert p.order == [2, 1]  # the tiny job outranks the big one of about the same age
+    assert p.order == [2, 1]  # the short job outranks the long one of about the same age
     old = [job(1, 10, 10, submitted=0.0, limit=5000.0), job(2, 1, 1, submitted=50.0, limit=10.0)]
     p = plan(snapshot(W10, [held, *old], {"w0": [alloc]}, config=cfg), 5000.0)
-    assert p.order == [1, 2]  # both past the cap: the older big job is first
+    assert p.order == [1, 2]  # both past the cap: the older long job is first
     assert p.reservation is not None and p.reservation.job_id == 1
+
+
+def test_job_size_is_measured_in_time_so_a_short_wide_job_outranks_a_long_narrow_one() -> None:
+    # 1 PE for an hour is fewer PE-seconds (3,600) than the whole wafer for a minute (6,000), but
+    # the minute-long job frees the wafer sooner: it starts first and the narrow job waits for it.
+    narrow_long = job(1, 1, 1, submitted=0.0, limit=3600.0)
+    wide_short = job(2, 10, 10, submitted=1.0, limit=60.0)
+    p = plan(snapshot(W10, [narrow_long, wide_short]), 2.0)
+    assert [s.job_id for s in p.starts] == [2]
+    assert p.order == [1]
+    cfg = PolicyConfig()
+    assert size_factor(wide_short, 100, cfg) > size_factor(narrow_long, 100, cfg)
+    # the area does not count: equal time limits score the same
+    assert size_factor(job(3, 1, 1, limit=60.0), 100, cfg) == size_factor(wide_short, 100, cfg)
 
 
 def test_only_a_job_that_waited_reserve_after_gets_the_reservation() -> None:
