@@ -36,6 +36,10 @@ from sam_server.services.transitions import TERMINAL, JobState, transition
 # Core tables for the hot INSERTs (the ORM-enabled insert() costs ~2 ms more per submit).
 JOBS = cast(Table, Job.__table__)
 JOB_EVENTS = cast(Table, JobEvent.__table__)
+# Built once and executed with a dict of values: `insert(JOBS).values(**values)` made a new
+# statement, ~40 bind parameters and their cache key on every submit (a fifth of its CPU).
+_INSERT_JOB = insert(JOBS)
+_INSERT_EVENT = insert(JOB_EVENTS)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
@@ -136,15 +140,16 @@ def submit_job(
     check_can_ever_run(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
-    session.execute(insert(JOBS).values(**values))
+    session.execute(_INSERT_JOB, values)
     session.execute(
-        insert(JOB_EVENTS).values(
-            job_id=values["id"],
-            at=values["created_at"],
-            from_state=None,
-            to_state="queued",
-            reason=f"submitted by {principal.name}",
-        )
+        _INSERT_EVENT,
+        {
+            "job_id": values["id"],
+            "at": values["created_at"],
+            "from_state": None,
+            "to_state": "queued",
+            "reason": f"submitted by {principal.name}",
+        },
     )
     row = SimpleNamespace(
         **values,
