@@ -12,6 +12,7 @@ from functools import lru_cache
 from celery import Celery
 
 from sam_server.config import Settings, get_settings
+from sam_worker.fsbroker import TRANSPORT
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
@@ -44,6 +45,7 @@ def celery_config(settings: Settings) -> dict[str, object]:
             "store_processed": False,
             "polling_interval": 0.05,
         }
+        conf["broker_transport"] = TRANSPORT  # kombu's, with atomic message files
     else:
         # Above the longest run, so Redis never re-delivers a task that is still running.
         conf["broker_transport_options"] = {"visibility_timeout": 12 * 3600}
