@@ -26,7 +26,9 @@ TRANSPORT = "sam_worker.fsbroker:Transport"
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: Any, message: Any, **kwargs: Any) -> None:
+    # kombu's own bases disagree on this signature (message vs payload); this is the
+    # filesystem Channel's.
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         # kombu's own name scheme, so that its consumers order and filter the files as before;
         # the ".part" suffix keeps a file being written out of every queue's pattern.
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
@@ -34,7 +36,7 @@ class Channel(filesystem.Channel):
         partial = final + ".part"
         try:
             with open(partial, "wb") as f:
-                f.write(str_to_bytes(dumps(message)))
+                f.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
