@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1024 * 1024
     max_page_size: int = 500
     submit_rate_per_s: float = 0.0  # per-tenant token bucket; 0 disables it
+    # Submits one server process works on at once (the rest wait on its event loop). A few keep
+    # the GIL hand-offs between request threads short: under load, 4 gave ~1,200 submits/s and
+    # p99 ~30 ms where anyio's 40 threads gave ~870/s and ~95 ms (benchmarks/README.md).
+    submit_concurrency: int = Field(default=4, ge=1)
     scheduler_interval_s: float = 1.0
     lease_s: float = 30.0
     heartbeat_s: float = 5.0

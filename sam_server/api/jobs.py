@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.errors import NotFound
@@ -37,8 +37,20 @@ async def submit(
 ) -> Any:
     """Submit a job; it starts `queued`. `?dry_run=true` only validates."""
     # The hot path of the API: authentication, validation and the INSERTs run in ONE worker
-    # thread (sync dependencies would cost a thread hop each).
-    return await run_in_threadpool(_submit, request, body, dry_run, idempotency_key, authorization)
+    # thread (sync dependencies would cost a thread hop each), and only a few submits at once
+    # (SAM_SUBMIT_CONCURRENCY): more threads than that only queue for the GIL.
+    state = request.app.state
+    if state.submit_limiter is None:
+        state.submit_limiter = anyio.CapacityLimiter(state.submit_concurrency)
+    return await anyio.to_thread.run_sync(
+        _submit,
+        request,
+        body,
+        dry_run,
+        idempotency_key,
+        authorization,
+        limiter=state.submit_limiter,
+    )
 
 
 def _submit(

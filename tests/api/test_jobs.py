@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
 from sam_server.services.transitions import transition
@@ -163,3 +165,24 @@ def test_job_ids_are_short_random_and_use_every_letter_in_every_position():
     assert all(re.fullmatch(f"j[{_ID_ALPHABET}]{{11}}", i) for i in ids)
     for pos in range(1, 12):  # no position is stuck or biased to a few letters
         assert {i[pos] for i in ids} == set(_ID_ALPHABET)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_concurrent_submits_all_get_an_answer_and_never_pass_max_queued_jobs(settings, concurrency):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from sam_server.app import create_app
+
+    limited = settings.model_copy(update={"submit_concurrency": concurrency})
+    with TestClient(create_app(limited)) as client:
+        make_tenant(client, "busy", max_queued_jobs=3)
+        who = make_user(client, "busy", "u")
+        with ThreadPoolExecutor(8) as pool:
+            codes = sorted(
+                pool.map(lambda i: submit(client, who, spec(f"j{i}")).status_code, range(12))
+            )
+        assert codes == [201] * 3 + [429] * 9
+        listed = client.get("/api/v1/jobs", headers=who).json()["items"]
+        assert len(listed) == 3
