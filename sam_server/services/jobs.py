@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, insert, or_, select
+from sqlalchemy import Table, and_, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobEvent, JobLog, Tenant, User, Wafer
@@ -235,9 +235,17 @@ def _check_queued_quota(session: Session, principal: Principal) -> None:
     limit = principal.quota.max_queued_jobs if principal.quota else None
     if limit is None:
         return
-    # Lock the tenant row so that concurrent submits cannot both pass the count (Postgres);
-    # SQLite serializes writers anyway.
-    session.execute(select(Tenant.id).where(Tenant.id == principal.tenant_id).with_for_update())
+    # The count and the INSERT after it must be one critical section per tenant, or concurrent
+    # submits all pass the same count. Postgres: lock the tenant row. SQLite has no row locks
+    # and its driver starts a transaction only at the first write, so a count would run outside
+    # any transaction: a no-op UPDATE of the tenant opens the transaction and takes SQLite's
+    # write lock first (other submits wait on busy_timeout), and the count sees every commit.
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(
+            update(Tenant).where(Tenant.id == principal.tenant_id).values(share=Tenant.share)
+        )
+    else:
+        session.execute(select(Tenant.id).where(Tenant.id == principal.tenant_id).with_for_update())
     active = session.execute(
         select(func.count()).where(
             Job.tenant_id == principal.tenant_id, Job.state.not_in([s.value for s in TERMINAL])

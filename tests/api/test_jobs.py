@@ -179,10 +179,10 @@ def test_concurrent_submits_all_get_an_answer_and_never_pass_max_queued_jobs(set
     with TestClient(create_app(limited)) as client:
         make_tenant(client, "busy", max_queued_jobs=3)
         who = make_user(client, "busy", "u")
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(12) as pool:
             codes = sorted(
-                pool.map(lambda i: submit(client, who, spec(f"j{i}")).status_code, range(12))
+                pool.map(lambda i: submit(client, who, spec(f"j{i}")).status_code, range(24))
             )
-        assert codes == [201] * 3 + [429] * 9
+        assert codes == [201] * 3 + [429] * 21
         listed = client.get("/api/v1/jobs", headers=who).json()["items"]
         assert len(listed) == 3

@@ -20,7 +20,9 @@ def test_logs_follow_live_until_the_job_ends(live_server, settings):
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
         make_tenant(client, "acme")
         alice = make_user(client, "acme", "alice")
-        job_id = submit(client, alice).json()["id"]
+        r = submit(client, alice)
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
         url = settings.resolved_database_url
 
         def run_the_job() -> None:
