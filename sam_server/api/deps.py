@@ -18,7 +18,11 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the commit happens before the response is sent. FastAPI's default for a
+# dependency with yield ("request") ends it after the response, so a client could be told 201
+# before the commit, read its own write too early (a token just created answered 401), or be
+# told of a success whose commit then failed.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def principal_from_header(session: Session, header: str | None) -> Principal:

@@ -86,3 +86,21 @@ def test_health_ready_metrics_and_docs_need_no_token(client):
     assert "sam_jobs" in client.get("/metrics").text
     assert client.get("/docs").status_code == 200
     assert "/api/v1/jobs" in client.get("/openapi.json").json()["paths"]
+
+
+def test_a_write_is_committed_before_its_answer_so_the_next_call_sees_it(live_server):
+    """Over a real HTTP server: a token is usable the moment its 201 arrives, and a cancelled
+    job reads as cancelled right after the cancel's answer (no commit after the response)."""
+    import httpx
+
+    from tests.api.helpers import submit
+
+    with httpx.Client(base_url=live_server.url, timeout=30) as client:
+        make_tenant(client, "rw")
+        for i in range(40):
+            who = make_user(client, "rw", f"u{i}")
+            assert client.get("/api/v1/whoami", headers=who).status_code == 200, i
+        for _ in range(10):
+            job = submit(client, who).json()["id"]
+            assert client.post(f"/api/v1/jobs/{job}/cancel", headers=who).status_code == 202
+            assert client.get(f"/api/v1/jobs/{job}", headers=who).json()["state"] == "cancelled"
