@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobEvent, JobLog, Tenant, User, Wafer
@@ -140,6 +141,28 @@ def submit_job(
     check_can_ever_run(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
+    if idempotency_key:
+        # Retries of one submit may race each other: the first INSERT wins the unique key and
+        # the others answer with its job (in a savepoint, so the transaction stays usable).
+        try:
+            with session.begin_nested():
+                _insert_job(session, values, principal)
+        except IntegrityError:
+            previous = _idempotent_replay(session, principal, idempotency_key, digest)
+            if previous is None:
+                raise
+            return Submitted(job_view(previous), created=False)
+    else:
+        _insert_job(session, values, principal)
+    row = SimpleNamespace(
+        **values,
+        tenant=SimpleNamespace(name=principal.tenant),
+        user=SimpleNamespace(name=principal.name),
+    )
+    return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
+
+
+def _insert_job(session: Session, values: dict[str, Any], principal: Principal) -> None:
     session.execute(_INSERT_JOB, values)
     session.execute(
         _INSERT_EVENT,
@@ -151,12 +174,6 @@ def submit_job(
             "reason": f"submitted by {principal.name}",
         },
     )
-    row = SimpleNamespace(
-        **values,
-        tenant=SimpleNamespace(name=principal.tenant),
-        user=SimpleNamespace(name=principal.name),
-    )
-    return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
 
 
 def _job_values(

@@ -186,3 +186,15 @@ def test_concurrent_submits_all_get_an_answer_and_never_pass_max_queued_jobs(set
         assert codes == [201] * 3 + [429] * 21
         listed = client.get("/api/v1/jobs", headers=who).json()["items"]
         assert len(listed) == 3
+
+
+def test_concurrent_retries_with_one_idempotency_key_make_one_job(client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    make_tenant(client, "retry")
+    who = {**make_user(client, "retry", "u"), "Idempotency-Key": "once"}
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: submit(client, who, spec("same")), range(8)))
+    assert sorted(r.status_code for r in answers) == [200] * 7 + [201]
+    assert len({r.json()["id"] for r in answers}) == 1
+    assert len(client.get("/api/v1/jobs", headers=who).json()["items"]) == 1
