@@ -50,7 +50,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = sessionmaker(engine_for(url), expire_on_commit=False)
     app.state.broker_check = broker_check_for(settings)
     app.state.submit_buckets = SubmitBuckets(settings.submit_rate_per_s)
-    app.state.submit_concurrency = settings.submit_concurrency
     app.state.submit_limiter = None  # an anyio CapacityLimiter, made in the event loop
     registry = CollectorRegistry()
     app.state.registry = registry

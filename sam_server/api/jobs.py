@@ -41,7 +41,7 @@ async def submit(
     # (SAM_SUBMIT_CONCURRENCY): more threads than that only queue for the GIL.
     state = request.app.state
     if state.submit_limiter is None:
-        state.submit_limiter = anyio.CapacityLimiter(state.submit_concurrency)
+        state.submit_limiter = anyio.CapacityLimiter(state.settings.submit_concurrency)
     return await anyio.to_thread.run_sync(
         _submit,
         request,

@@ -47,24 +47,25 @@ def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
     return np.min(x, axis=_axes(list(dim) if dim is not None else None), keepdims=keepdim)
 
 
-@simple("aten.max.dim")
-def max_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
-    """(values, indices) of the maximum along `dim`."""
-    idx = np.argmax(x, axis=dim, keepdims=True)
+def _extreme_along(arg: Any, x: Any, dim: int, keepdim: bool) -> tuple[Any, Any]:
+    """(values, int64 indices) of np.argmax/np.argmin `arg` along `dim`, as aten returns them."""
+    idx = arg(x, axis=dim, keepdims=True)
     values = np.take_along_axis(np.asarray(x), idx, axis=dim)
     if not keepdim:
         idx, values = np.squeeze(idx, dim), np.squeeze(values, dim)
     return values, idx.astype(np.int64)
+
+
+@simple("aten.max.dim")
+def max_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    """(values, indices) of the maximum along `dim`."""
+    return _extreme_along(np.argmax, x, dim, keepdim)
 
 
 @simple("aten.min.dim")
 def min_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
     """(values, indices) of the minimum along `dim`."""
-    idx = np.argmin(x, axis=dim, keepdims=True)
-    values = np.take_along_axis(np.asarray(x), idx, axis=dim)
-    if not keepdim:
-        idx, values = np.squeeze(idx, dim), np.squeeze(values, dim)
-    return values, idx.astype(np.int64)
+    return _extreme_along(np.argmin, x, dim, keepdim)
 
 
 @simple("aten.max.default")
