@@ -232,3 +232,15 @@ def test_bernoulli_draws_ones_with_probability_p_per_step() -> None:
     ones = draw(0)
     assert set(np.unique(ones)) <= {0.0, 1.0} and abs(ones.mean() - 0.8) < 0.02
     assert np.array_equal(ones, draw(0)) and not np.array_equal(ones, draw(1))
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_and_min_along_a_dim_match_torch_values_and_indices(keepdim):
+    from wse_sim.runtime.kernels.reductions import max_dim, min_dim
+
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    for ours, theirs in ((max_dim, torch.max), (min_dim, torch.min)):
+        values, idx = ours(x, 1, keepdim)
+        t_values, t_idx = theirs(torch.from_numpy(x), 1, keepdim=keepdim)
+        assert np.array_equal(values, t_values.numpy()) and np.array_equal(idx, t_idx.numpy())
+        assert idx.dtype == np.int64
