@@ -42,7 +42,7 @@ def server(host: str, port: int, workers: int) -> None:
     click.echo(
         f"SAM control plane on http://{host}:{port}  (docs: http://{host}:{port}/docs)", err=True
     )
-    click.echo(f"database: {settings.resolved_database_url}", err=True)
+    click.echo(f"database: {settings.shown_database_url}", err=True)
     if workers > 1:
         uvicorn.run(
             "sam_server.asgi:app", host=host, port=port, workers=workers, log_level="warning"
@@ -80,4 +80,4 @@ def db_upgrade() -> None:
     if url.startswith("sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_database(url)
-    click.echo(f"database upgraded: {url}", err=True)
+    click.echo(f"database upgraded: {settings.shown_database_url}", err=True)

@@ -84,6 +84,8 @@ class Settings(BaseSettings):
     scheduler_interval_s: float = 1.0
     lease_s: float = 30.0
     heartbeat_s: float = 5.0
+    # a compile server silent this long is removed from the cluster view (offline after 3 beats)
+    compile_server_expire_s: float = 300.0
     max_attempts: int = 3
     preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
     max_preemptions_per_job: int = 3
@@ -100,6 +102,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'sam.db').resolve()}"
+
+    @property
+    def shown_database_url(self) -> str:
+        """The database URL as SAM prints it: the password replaced by ***."""
+        return redact_url(self.resolved_database_url)
 
     @property
     def resolved_broker_url(self) -> str:
@@ -138,3 +145,20 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment."""
     return Settings()
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***`, for logs and terminal output
+    (postgresql://sam:secret@db/sam -> postgresql://sam:***@db/sam)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

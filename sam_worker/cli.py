@@ -92,12 +92,15 @@ def worker_wafer(wafer_id: str, concurrency: int) -> None:
 def up(host: str, port: int) -> None:
     """The whole cluster on this machine, in the foreground (SQLite, no Redis needed by default)."""
     from sam_server.config import get_settings
-    from sam_worker.supervisor import Cluster
+    from sam_worker.supervisor import Cluster, PortInUse
 
     _logging()
     settings = get_settings()
     cluster = Cluster(settings, host=host, port=port)
-    cluster.start()
+    try:
+        cluster.start()
+    except PortInUse as exc:
+        raise click.ClickException(str(exc)) from None
     stop = threading.Event()
     import signal
 
@@ -127,9 +130,13 @@ def up(host: str, port: int) -> None:
 def demo(keep: bool, port: int) -> None:
     """`sam up` plus a tour: tenants, jobs of several priorities sharing a wafer, their results."""
     from sam_worker.demo import run_demo
+    from sam_worker.supervisor import PortInUse
 
     _logging()
-    ok = run_demo(port=port, keep=keep)
+    try:
+        ok = run_demo(port=port, keep=keep)
+    except PortInUse as exc:
+        raise click.ClickException(str(exc)) from None
     if keep and ok:
         while True:
             time.sleep(3600)

@@ -46,10 +46,10 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
         "resources": {"region": {"rows": 32, "cols": 32}},
     }
     return [
-        ("physics", {"name": "mlp-high", "priority": "high", **mlp}, {}),
-        ("biology", {"name": "mlp-twin-normal", "priority": "normal", **mlp}, {}),
+        ("demo-physics", {"name": "mlp-high", "priority": "high", **mlp}, {}),
+        ("demo-biology", {"name": "mlp-twin-normal", "priority": "normal", **mlp}, {}),
         (
-            "physics",
+            "demo-physics",
             {
                 "name": "gpt-normal",
                 "priority": "normal",
@@ -62,7 +62,7 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
             {},
         ),
         (
-            "biology",
+            "demo-biology",
             {
                 "name": "cnn-normal",
                 "priority": "normal",
@@ -75,7 +75,7 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
             {},
         ),
         (
-            "biology",
+            "demo-biology",
             {
                 "name": "user-model-low",
                 "priority": "low",
@@ -100,7 +100,7 @@ class Tour:
 
     def setup_tenants(self) -> None:
         suffix = uuid.uuid4().hex[:4]
-        for tenant, quota in (("physics", {"share": 2}), ("biology", {"max_pes": 8192})):
+        for tenant, quota in (("demo-physics", {"share": 2}), ("demo-biology", {"max_pes": 8192})):
             r = httpx.post(
                 f"{self.url}/api/v1/tenants",
                 json={"name": tenant, "quota": quota},
@@ -115,7 +115,7 @@ class Tour:
             )
             r.raise_for_status()
             self.tokens[tenant] = r.json()["token"]
-            click.echo(f"  tenant {tenant:<8} user {r.json()['name']}  quota {quota}", err=True)
+            click.echo(f"  tenant {tenant:<12} user {r.json()['name']}  quota {quota}", err=True)
 
     def submit(self, tenant: str, spec: dict[str, Any], files: dict[str, str]) -> str:
         r = httpx.post(
@@ -166,7 +166,7 @@ def _tour(cluster: Cluster, admin_token: str, timeout_s: float) -> bool:
     ids = {}
     for tenant, spec, files in demo_jobs():
         ids[tour.submit(tenant, spec, files)] = tenant
-        click.echo(f"  {tenant:<8} {spec['name']:<16} priority {spec['priority']}", err=True)
+        click.echo(f"  {tenant:<12} {spec['name']:<16} priority {spec['priority']}", err=True)
     deadline, shown = time.monotonic() + timeout_s, 0.0
     while time.monotonic() < deadline:
         cluster.watch()

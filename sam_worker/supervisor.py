@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,24 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+class PortInUse(RuntimeError):
+    """The address `sam up` would serve on is taken by another process; stop that process or
+    pass another `--port` (or SAM_PORT)."""
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise PortInUse if nothing can listen on host:port now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise PortInUse(
+                f"cannot serve on {host}:{port}: {exc.strerror or exc}. Another process "
+                f"(another `sam up`?) holds it; stop it or choose another port with --port"
+            ) from None
 
 
 @dataclass
@@ -89,9 +108,12 @@ class Cluster:
         out.close()
 
     def start(self) -> None:
-        """Prepare the database, then start every part (the server first)."""
+        """Check the port is free, prepare the database, then start every part (the server
+        first). Raises PortInUse before starting anything when another process holds the port:
+        restarting a server that cannot bind would loop, and clients would reach the other one."""
         from sam_server.services.bootstrap import prepare_database
 
+        ensure_port_free(self.host, self.port)
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         prepare_database(self.settings)
         for part in self.parts:

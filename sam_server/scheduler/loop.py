@@ -26,6 +26,7 @@ from sam_server.scheduler.reuse import reuse_compiled
 from sam_server.scheduler.snapshot import build_snapshot, load_active_jobs
 from sam_server.scheduler.usage import charge_usage
 from sam_server.scheduling import PolicyConfig, plan
+from sam_server.services.observe import expire_compile_servers
 
 log = logging.getLogger("sam.scheduler")
 
@@ -65,6 +66,7 @@ def run_cycle(
     now = time.time()  # one instant for the snapshot and the plan
     with session_scope(settings.resolved_database_url) as session:
         stats.reaped = reap_expired(session, max_attempts=settings.max_attempts)
+        expire_compile_servers(session, older_than_s=settings.compile_server_expire_s)
         session.flush()
         jobs = load_active_jobs(session)
         stats.reused = reuse_compiled(session, jobs)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, JobLog, JobMetric, Wafer
@@ -137,13 +137,38 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
             }
         )
     servers = [
-        {
-            "id": s.id,
-            "heartbeat_at": as_utc(s.heartbeat_at),
-            "busy": s.busy,
-            "compiles": s.compiles,
-            "cache_hits": s.cache_hits,
-        }
+        compile_server_view(s, stale_s=stale_s)
         for s in session.execute(select(CompileServer).order_by(CompileServer.id)).scalars()
     ]
     return {"wafers": out, "compile_servers": servers}
+
+
+def compile_server_view(server: CompileServer, *, stale_s: float) -> dict[str, Any]:
+    """A compile server as `GET /cluster` lists it: `offline` (and busy 0) once its heartbeat is
+    older than `stale_s`, as wafers are; the scheduler removes it after a grace period."""
+    beat = as_utc(server.heartbeat_at)
+    online = beat is not None and (utcnow() - beat).total_seconds() < stale_s
+    return {
+        "id": server.id,
+        "state": "online" if online else "offline",
+        "heartbeat_at": beat,
+        "busy": server.busy if online else 0,
+        "compiles": server.compiles,
+        "cache_hits": server.cache_hits,
+    }
+
+
+def expire_compile_servers(session: Session, *, older_than_s: float) -> list[str]:
+    """Delete compile servers silent for longer than `older_than_s` (each worker process has its
+    own id, so dead ones would otherwise be listed forever); returns the ids removed."""
+    cutoff = utcnow() - timedelta(seconds=older_than_s)
+    dead = list(
+        session.execute(
+            select(CompileServer.id).where(
+                or_(CompileServer.heartbeat_at.is_(None), CompileServer.heartbeat_at < cutoff)
+            )
+        ).scalars()
+    )
+    if dead:
+        session.execute(delete(CompileServer).where(CompileServer.id.in_(dead)))
+    return dead

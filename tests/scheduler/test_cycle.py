@@ -8,12 +8,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from sam_server.db.models import Job, JobAttempt, OutboxMessage
+from sam_server.db.models import CompileServer, Job, JobAttempt, OutboxMessage
 from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
 from sam_server.scheduler.loop import dispatch_outbox, run_cycle
 from sam_server.services import lifecycle
-from tests.api.helpers import make_tenant, make_user, spec, submit
+from tests.api.helpers import ADMIN, make_tenant, make_user, spec, submit
 
 
 @pytest.fixture
@@ -227,3 +227,35 @@ def test_a_wafer_whose_worker_is_gone_takes_no_new_jobs(api, cluster_settings):
     _online(cluster_settings)
     run_cycle(cluster_settings)
     assert _job(cluster_settings, job_id).state == "running"
+
+
+def test_dead_compile_servers_go_offline_then_expire(api, cluster_settings):
+    """A compile server that stops beating is shown offline (busy 0) after three missed beats
+    and removed by the scheduler after `compile_server_expire_s`, as a live one is not."""
+    url = cluster_settings.resolved_database_url
+    now = utcnow()
+    with session_scope(url) as s:
+        lifecycle.heartbeat_compile_server(s, server_id="alive", busy=1, compiles=3, cache_hits=1)
+        lifecycle.heartbeat_compile_server(s, server_id="silent", busy=2, compiles=5, cache_hits=0)
+        lifecycle.heartbeat_compile_server(
+            s, server_id="long-dead", busy=1, compiles=9, cache_hits=0
+        )
+        s.execute(
+            update(CompileServer)
+            .where(CompileServer.id == "silent")
+            .values(heartbeat_at=now - timedelta(seconds=60))
+        )
+        s.execute(
+            update(CompileServer)
+            .where(CompileServer.id == "long-dead")
+            .values(heartbeat_at=now - timedelta(hours=2))
+        )
+    listed = {
+        s["id"]: s for s in api.get("/api/v1/cluster", headers=ADMIN).json()["compile_servers"]
+    }
+    assert listed["alive"]["state"] == "online" and listed["alive"]["busy"] == 1
+    assert listed["silent"]["state"] == "offline" and listed["silent"]["busy"] == 0
+    assert listed["long-dead"]["state"] == "offline"
+    run_cycle(cluster_settings)
+    listed = {s["id"] for s in api.get("/api/v1/cluster", headers=ADMIN).json()["compile_servers"]}
+    assert listed == {"alive", "silent"}
