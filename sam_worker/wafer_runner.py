@@ -4,7 +4,6 @@ simulated wafer, train with progress streamed to the database, checkpoint, and f
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from pathlib import Path
@@ -48,7 +47,7 @@ class StepReporter:
         self.steps.append(
             {
                 "step": rec.step,
-                "loss": loss if math.isfinite(loss) else float("nan"),
+                "loss": loss,
                 "sim_cycles": int(rec.sim_cycles),
                 "samples_per_sec": float(rec.samples_per_sec),
             }

@@ -165,7 +165,9 @@ class JobMetric(Base):
 
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     step: Mapped[int] = mapped_column(Integer, primary_key=True)
-    loss: Mapped[float] = mapped_column(Float)
+    # null when the loss was not finite; `loss_nonfinite` then says which ("nan", "inf", "-inf")
+    loss: Mapped[float | None] = mapped_column(Float)
+    loss_nonfinite: Mapped[str | None] = mapped_column(String(8))
     sim_cycles: Mapped[int] = mapped_column(BigInteger)
     samples_per_sec: Mapped[float] = mapped_column(Float)
     attempt: Mapped[int] = mapped_column(Integer, default=1)

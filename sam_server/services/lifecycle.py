@@ -6,6 +6,7 @@ before it writes: a duplicate or stale message changes nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -226,7 +227,8 @@ def record_steps(
             JobMetric(
                 job_id=job_id,
                 step=s["step"],
-                loss=s["loss"],
+                loss=finite_or_none(s["loss"]),
+                loss_nonfinite=nonfinite_kind(s["loss"]),
                 sim_cycles=s["sim_cycles"],
                 samples_per_sec=s["samples_per_sec"],
                 attempt=attempt,
@@ -235,10 +237,23 @@ def record_steps(
         )
         last = steps[-1]
         job.progress_step = last["step"] + 1
-        job.progress_loss = last["loss"]
+        job.progress_loss = finite_or_none(last["loss"])
     for level, line in lines:
         session.add(JobLog(job_id=job_id, level=level, line=line))
     return True
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """A loss as the database keeps it: NaN and infinities are stored as null (SQLite turns NaN
+    into NULL, and JSON has neither), with `nonfinite_kind` kept beside it."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def nonfinite_kind(value: float | None) -> str | None:
+    """ "nan", "inf" or "-inf" for a non-finite loss, else None."""
+    if value is None or math.isfinite(value):
+        return None
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def note_checkpoint(session: Session, *, job_id: str, owner: str, step: int) -> None:

@@ -37,15 +37,7 @@ def metrics(session: Session, *, job: Job) -> dict[str, Any]:
     rows = session.execute(
         select(JobMetric).where(JobMetric.job_id == job.id).order_by(JobMetric.step)
     ).scalars()
-    steps = [
-        {
-            "step": m.step,
-            "loss": m.loss,
-            "sim_cycles": m.sim_cycles,
-            "samples_per_sec": m.samples_per_sec,
-        }
-        for m in rows
-    ]
+    steps = [metric_view(m) for m in rows]
     total_cycles = sum(s["sim_cycles"] for s in steps)
     return {
         "job_id": job.id,
@@ -54,6 +46,19 @@ def metrics(session: Session, *, job: Job) -> dict[str, Any]:
         "total_sim_cycles": total_cycles,
         "final_loss": steps[-1]["loss"] if steps else None,
     }
+
+
+def metric_view(m: JobMetric) -> dict[str, Any]:
+    """One step's metrics; a non-finite loss is null with `loss_nonfinite` naming it."""
+    view: dict[str, Any] = {
+        "step": m.step,
+        "loss": m.loss,
+        "sim_cycles": m.sim_cycles,
+        "samples_per_sec": m.samples_per_sec,
+    }
+    if m.loss_nonfinite:
+        view["loss_nonfinite"] = m.loss_nonfinite
+    return view
 
 
 def explain(job: Job) -> dict[str, Any]:

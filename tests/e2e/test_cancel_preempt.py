@@ -129,3 +129,41 @@ def test_higher_class_preempts_and_the_victim_resumes_from_its_checkpoint(small_
     assert double_runs(url) == [] and region_conflicts(url) == []
     steps = httpx.get(f"{c.url}/api/v1/jobs/{low}/metrics", headers=pi).json()["steps"]
     assert [s["step"] for s in steps] == list(range(1000))
+
+
+NAN_DATA = """
+import numpy as np
+
+
+def make_batch(step, batch_size):
+    rng = np.random.default_rng(step)
+    x = rng.uniform(-1, 1, size=(batch_size, 8)).astype(np.float32)
+    if step == 3:
+        x[0, 0] = np.nan  # an ordinary bug in a data source
+    return x, x[:, :1].copy()
+"""
+
+
+def test_a_nan_loss_fails_the_job_numerical_at_that_step(small_cluster):
+    """A NaN in step 3's batch: the job fails `numerical` at step 3 at once (not worker_lost
+    after lease expiries), and its metrics keep that step with a null loss and its kind."""
+    c, who = small_cluster, _setup(small_cluster)
+    repo = Path(__file__).resolve().parents[2]
+    spec = {
+        "name": "nan-data",
+        "model": {"file": "model.py", "class": "Regressor", "kwargs": {"features": 8}},
+        "data": {"source": "file", "file": "data.py", "function": "make_batch", "batch_size": 16},
+        "train": {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.05}},
+        "run_options": {"steps_per_epoch": 20},
+        "resources": {"region": {"rows": 8, "cols": 8}, "time_limit": "10m"},
+    }
+    files = {"model.py": (repo / "examples/file_data/model.py").read_text(), "data.py": NAN_DATA}
+    r = httpx.post(f"{c.url}/api/v1/jobs", json={"spec": spec, "files": files}, headers=who)
+    assert r.status_code == 201, r.text
+    job = _wait(c, who, r.json()["id"], lambda j: j["state"] in ("succeeded", "failed"), 300)
+    assert job["state"] == "failed" and job["attempts"] == 1, job
+    assert job["error"]["kind"] == "numerical" and "step 3" in job["error"]["message"]
+    steps = httpx.get(f"{c.url}/api/v1/jobs/{job['id']}/metrics", headers=who).json()["steps"]
+    assert [s["step"] for s in steps] == [0, 1, 2, 3]
+    assert all(isinstance(s["loss"], float) for s in steps[:3])
+    assert steps[3]["loss"] is None and steps[3]["loss_nonfinite"] == "nan"

@@ -75,7 +75,8 @@ def train(
                 "numerical",
                 step,
                 last_ckpt,
-                f"loss became {result.loss} at step {step}; lower the learning rate or disable fp16",
+                f"loss became {result.loss} at step {step}; check that step's batch for NaN/inf "
+                "values, lower the learning rate, or disable fp16",
             )
         if checkpoint_every and checkpoint_dir is not None and (step + 1) % checkpoint_every == 0:
             save_checkpoint(checkpoint_dir, step + 1, job.state_dict())
