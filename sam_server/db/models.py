@@ -67,6 +67,10 @@ class ApiToken(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Stamped at most once a minute (a write per request would cost every call a commit).
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The token of SAM_ADMIN_TOKEN: a new value at start-up revokes the previous one.
+    bootstrap: Mapped[bool] = mapped_column(Boolean, default=False)
 
     user: Mapped[User] = relationship(lazy="joined")
 

@@ -137,7 +137,10 @@ def submit_job(
             return Submitted(job_view(previous), created=False)
     parsed = validate_submission(spec=spec, spec_yaml=spec_yaml, files=files)
     if parsed.priority == "urgent" and not principal.is_admin:
-        raise Forbidden("priority 'urgent' is for admins; use 'high'")
+        raise Forbidden(
+            "priority 'urgent' is for cluster admins (role admin in the 'system' tenant); "
+            "use 'high'"
+        )
     check_can_ever_run(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
