@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
+from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_text
 from sam_server.services.transitions import JobState, transition
 
 
@@ -168,10 +169,13 @@ def finish_compile(
     job = _owned(session, job_id, owner)
     if job is None or job.state != JobState.COMPILING.value:
         return None
+    error = cap_error(error)
     if error is not None:
         job.error_kind, job.error_message = error
         transition(session, job, JobState.FAILED, reason=f"{error[0]}: {error[1][:200]}")
-        log(session, job_id, f"compile failed ({error[0]}): {error[1]}", level="ERROR")
+        # The log keeps a short copy: the full (capped) text is stored once, in the job's error.
+        short = cap_text(error[1], LOG_ERROR_BYTES)
+        log(session, job_id, f"compile failed ({error[0]}): {short}", level="ERROR")
         return job.state
     assert result is not None
     _record_compile(session, job, result)
@@ -237,7 +241,7 @@ def record_steps(
         job.progress_step = last["step"] + 1
         job.progress_loss = last["loss"]
     for level, line in lines:
-        session.add(JobLog(job_id=job_id, level=level, line=line))
+        session.add(JobLog(job_id=job_id, level=level[:8], line=cap_text(line)))
     return True
 
 
@@ -291,14 +295,14 @@ def _apply_outcome(session: Session, job: Job, outcome: str, error: tuple[str, s
         job.reason = "Preempted"
         transition(session, job, JobState.PENDING, reason="preempted; resumes from its checkpoint")
     else:
-        kind, message = error or ("internal", "the run failed")
+        kind, message = cap_error(error) or ("internal", "the run failed")
         job.error_kind, job.error_message = kind, message
         transition(session, job, JobState.FAILED, reason=f"{kind}: {message[:200]}")
 
 
 def log(session: Session, job_id: str, line: str, *, level: str = "INFO") -> None:
-    """Append one line to a job's log."""
-    session.add(JobLog(job_id=job_id, level=level, line=line))
+    """Append one line to a job's log (capped: a line may carry a tenant's text)."""
+    session.add(JobLog(job_id=job_id, level=level, line=cap_text(line)))
 
 
 def heartbeat_wafer(
