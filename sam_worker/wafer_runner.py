@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compiler.errors import ArtifactCorrupt
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
@@ -147,8 +148,10 @@ def _train(
     )
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
-        artifact = compiler.load_artifact(artifact_dir)
+        artifact = compiler.load_artifact(artifact_dir, expected_digest=claim.artifact_digest)
         job = wafer.load(artifact, claim.region, owner=claim.job_id)
+    except ArtifactCorrupt as exc:
+        return "failed", _set_aside(url, artifact_dir, claim, exc), None
     except Exception as exc:  # noqa: BLE001 - a bad artifact fails this job, not the worker
         log.exception("loading %s failed", claim.job_id)
         kind = "compile_oom" if type(exc).__name__ == "SramCapacityError" else "internal"
@@ -157,6 +160,17 @@ def _train(
         return _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts)
     finally:
         wafer.release(claim.job_id, job)
+
+
+def _set_aside(url: str, artifact_dir: Path, claim: lifecycle.Claim, exc: Exception) -> tuple:  # type: ignore[type-arg]
+    """A corrupt artifact is never run: move it aside, stop reuse of it, fail with its kind."""
+    from compiler.integrity import quarantine
+
+    log.error("job %s: %s", claim.job_id, exc)
+    quarantine(artifact_dir)
+    with session_scope(url) as session:
+        lifecycle.forget_artifact(session, compile_key=claim.compile_key or "")
+    return ("artifact_corrupt", getattr(exc, "message", str(exc)))
 
 
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
@@ -170,13 +184,7 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
     import compiler
     from wse_sim import runtime
 
-    start_step = 0
-    if reporter.checkpoint_every:
-        newest = runtime.latest_checkpoint(ckpt_dir)
-        if newest is not None:
-            job.load_state_dict(runtime.load_checkpoint(newest[1]))
-            start_step = newest[0]
-            reporter.line(f"resuming from the checkpoint of step {start_step}")
+    start_step = _resume(job, ckpt_dir, reporter) if reporter.checkpoint_every else 0
     total = claim.total_steps  # set at submit from num_epochs x steps_per_epoch
     reporter.line(f"attempt {claim.attempt} starts at step {start_step} of {total}")
     deadline = time.monotonic() + claim.time_limit_s
@@ -212,6 +220,25 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
         if close:
             close()
     return _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
+
+
+def _resume(job: Any, ckpt_dir: Path, reporter: StepReporter) -> int:
+    """Load the newest checkpoint that passes its hash check; one that fails is set aside and
+    never loaded (an older one, or step 0, is used instead). Returns the step to start at."""
+    from wse_sim import runtime
+    from wse_sim.runtime.checkpoint import CheckpointError, set_aside
+
+    for step, path in runtime.list_checkpoints(ckpt_dir):
+        try:
+            state = runtime.load_checkpoint(path)
+        except CheckpointError as exc:
+            reporter.line(f"checkpoint of step {step} not used: {exc}", "WARN")
+            set_aside(path)
+            continue
+        job.load_state_dict(state)
+        reporter.line(f"resuming from the checkpoint of step {step}")
+        return step
+    return 0
 
 
 def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim):  # type: ignore[no-untyped-def]

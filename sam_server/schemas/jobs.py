@@ -45,6 +45,7 @@ class JobError(BaseModel):
         "timeout",
         "worker_lost",
         "internal",
+        "artifact_corrupt",
     ]
     message: str
 

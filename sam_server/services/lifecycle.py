@@ -34,6 +34,8 @@ class Claim:
     compile_key: str | None
     time_limit_s: int
     total_steps: int
+    tenant_id: int | None = None  # the compile cache's namespace: tenants never share entries
+    artifact_digest: str | None = None  # what the compile recorded; checked before a run
 
 
 def _claim_of(job: Job) -> Claim:
@@ -56,6 +58,8 @@ def _claim_of(job: Job) -> Claim:
         job.compile_key,
         job.time_limit_s,
         job.total_steps,
+        job.tenant_id,
+        (job.compile_summary or {}).get("artifact_sha256"),
     )
 
 
@@ -206,6 +210,16 @@ def reuse_artifact(
     _record_compile(
         session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0, "summary": summary}
     )
+
+
+def forget_artifact(session: Session, *, compile_key: str) -> int:
+    """A worker found artifact `compile_key` corrupt: no queued job may reuse it any more (the
+    scheduler reuses artifacts by `compile_hash`), so the next submit of those inputs compiles
+    afresh. Returns how many jobs pointed at it."""
+    result = session.execute(
+        update(Job).where(Job.compile_key == compile_key).values(compile_hash=None)
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def record_steps(
