@@ -43,9 +43,11 @@ class StepReporter:
         self.last_flush = time.monotonic()
         self.lost = False
         self.noted_ckpt: int | None = None
+        self.max_step = -1  # the highest step this attempt has run
 
     def on_step(self, rec: Any) -> None:
         loss = float(rec.loss)
+        self.max_step = max(self.max_step, int(rec.step))
         self.steps.append(
             {
                 "step": rec.step,
@@ -72,12 +74,10 @@ class StepReporter:
         self.lines.append((level, text))
 
     def flush(self) -> None:
-        from wse_sim.runtime import latest_checkpoint
-
         steps, lines = self.steps, self.lines
         self.steps, self.lines = [], []
         self.last_flush = time.monotonic()
-        newest = latest_checkpoint(self.ckpt_dir)
+        newest = self._own_newest_checkpoint()
         with session_scope(self.url) as session:
             ok = lifecycle.record_steps(
                 session,
@@ -89,10 +89,20 @@ class StepReporter:
             )
             if ok and newest is not None and newest[0] != self.noted_ckpt:
                 lifecycle.note_checkpoint(
-                    session, job_id=self.job_id, owner=self.owner, step=newest[0]
+                    session, job_id=self.job_id, owner=self.owner, step=newest[0], sha256=newest[1]
                 )
                 self.noted_ckpt = newest[0]
         self.lost = self.lost or not ok
+
+    def _own_newest_checkpoint(self) -> tuple[int, str | None] | None:
+        """(step, sha256) of the newest checkpoint this attempt can have written (never one of a
+        step it has not reached: such a file was put there by someone else)."""
+        from wse_sim import runtime
+
+        for step, path in runtime.list_checkpoints(self.ckpt_dir):
+            if step <= self.max_step + 1:
+                return step, runtime.checkpoint_sha256(path)
+        return None
 
 
 def run_on_wafer(job_id: str, attempt: int) -> str:
@@ -184,7 +194,7 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
     import compiler
     from wse_sim import runtime
 
-    start_step = _resume(job, ckpt_dir, reporter) if reporter.checkpoint_every else 0
+    start_step = _resume(job, claim, ckpt_dir, reporter) if reporter.checkpoint_every else 0
     total = claim.total_steps  # set at submit from num_epochs x steps_per_epoch
     reporter.line(f"attempt {claim.attempt} starts at step {start_step} of {total}")
     deadline = time.monotonic() + claim.time_limit_s
@@ -222,23 +232,26 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
     return _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
 
 
-def _resume(job: Any, ckpt_dir: Path, reporter: StepReporter) -> int:
-    """Load the newest checkpoint that passes its hash check; one that fails is set aside and
-    never loaded (an older one, or step 0, is used instead). Returns the step to start at."""
+def _resume(job: Any, claim: lifecycle.Claim, ckpt_dir: Path, reporter: StepReporter) -> int:
+    """Load the checkpoint the database names, if it still has the hash recorded when it was
+    written; otherwise (or with none named) start at step 0. Other files in the folder are never
+    loaded. Returns the step to start at."""
     from wse_sim import runtime
     from wse_sim.runtime.checkpoint import CheckpointError, set_aside
 
-    for step, path in runtime.list_checkpoints(ckpt_dir):
-        try:
-            state = runtime.load_checkpoint(path)
-        except CheckpointError as exc:
-            reporter.line(f"checkpoint of step {step} not used: {exc}", "WARN")
-            set_aside(path)
-            continue
-        job.load_state_dict(state)
-        reporter.line(f"resuming from the checkpoint of step {step}")
-        return step
-    return 0
+    step = claim.checkpoint_step
+    if not step:
+        return 0
+    path = ckpt_dir / f"step-{step:08d}.npz"
+    try:
+        state = runtime.load_checkpoint(path, expected_sha256=claim.checkpoint_sha256)
+    except CheckpointError as exc:
+        reporter.line(f"checkpoint of step {step} not used: {exc}; starting at step 0", "WARN")
+        set_aside(path)
+        return 0
+    job.load_state_dict(state)
+    reporter.line(f"resuming from the checkpoint of step {step}")
+    return step
 
 
 def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim):  # type: ignore[no-untyped-def]

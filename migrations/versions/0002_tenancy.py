@@ -1,4 +1,4 @@
-"""tenancy: token last use and the bootstrap token flag
+"""tenancy: token last use, the bootstrap token flag, the checkpoint hash
 
 Revision ID: 0002
 Revises: 0001
@@ -25,8 +25,13 @@ def upgrade() -> None:
             sa.Column("bootstrap", sa.Boolean(), nullable=False, server_default=sa.false())
         )
 
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("checkpoint_sha256", sa.String(length=64), nullable=True))
+
 
 def downgrade() -> None:
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("checkpoint_sha256")
     with op.batch_alter_table("api_tokens", schema=None) as batch_op:
         batch_op.drop_column("bootstrap")
         batch_op.drop_column("last_used_at")

@@ -125,6 +125,9 @@ class Job(Base):
     compile_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     checkpoint_step: Mapped[int | None] = mapped_column(Integer)
+    # The SHA-256 of that checkpoint's .npz, as the worker that wrote it recorded it: a resume
+    # loads only the checkpoint the database names, and only if it still has this hash.
+    checkpoint_sha256: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_count: Mapped[int] = mapped_column(Integer, default=0)

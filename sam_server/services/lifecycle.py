@@ -36,6 +36,8 @@ class Claim:
     total_steps: int
     tenant_id: int | None = None  # the compile cache's namespace: tenants never share entries
     artifact_digest: str | None = None  # what the compile recorded; checked before a run
+    checkpoint_step: int | None = None  # the checkpoint to resume from (None: step 0)
+    checkpoint_sha256: str | None = None  # its hash as recorded when it was written
 
 
 def _claim_of(job: Job) -> Claim:
@@ -60,6 +62,8 @@ def _claim_of(job: Job) -> Claim:
         job.total_steps,
         job.tenant_id,
         (job.compile_summary or {}).get("artifact_sha256"),
+        job.checkpoint_step,
+        job.checkpoint_sha256,
     )
 
 
@@ -259,10 +263,15 @@ def record_steps(
     return True
 
 
-def note_checkpoint(session: Session, *, job_id: str, owner: str, step: int) -> None:
-    """Remember the newest checkpoint, so a requeued attempt resumes from it."""
+def note_checkpoint(
+    session: Session, *, job_id: str, owner: str, step: int, sha256: str | None = None
+) -> None:
+    """Remember the newest checkpoint and its hash, so a requeued attempt resumes from it (and
+    from nothing else: files that appear in the checkpoint folder later are never trusted)."""
     session.execute(
-        update(Job).where(Job.id == job_id, Job.lease_owner == owner).values(checkpoint_step=step)
+        update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner)
+        .values(checkpoint_step=step, checkpoint_sha256=sha256)
     )
 
 

@@ -228,4 +228,8 @@ def test_a_checkpoint_changed_after_saving_is_never_loaded(tmp_path: Path) -> No
     with pytest.raises(rt.CheckpointError, match="does not match the hash"):
         rt.load_checkpoint(tmp_path / "step-00000008.npz")
     assert [s for s, _ in rt.list_checkpoints(tmp_path)] == [8, 4]
-    assert rt.load_checkpoint(tmp_path / "step-00000004.npz")["w"].tolist() == [1.0, 1.0, 1.0]
+    four = tmp_path / "step-00000004.npz"
+    assert rt.load_checkpoint(four)["w"].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(rt.CheckpointError):  # the hash kept apart (the database's) must match
+        rt.load_checkpoint(four, expected_sha256="0" * 64)
+    assert rt.load_checkpoint(four, expected_sha256=rt.checkpoint_sha256(four))["w"].shape == (3,)

@@ -8,6 +8,8 @@ whatever reaches the files, the victim's job must never run them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import signal
@@ -105,7 +107,7 @@ def _nan_out(npz: Path) -> None:
 
 def test_a_30mb_exception_is_capped_and_lists_stay_small(cluster: Any) -> None:
     mallory = _user(cluster, "evil")
-    model = 'import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n\n\n' + (
+    model = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n\n\n" + (
         'raise ValueError("A" * (30 * 1024 * 1024))\n'
     )
     spec = {
@@ -169,12 +171,22 @@ def test_a_tampered_checkpoint_is_never_loaded(cluster: Any) -> None:
     wafer = next(p for p in cluster.parts if p.name.startswith("wafer-"))
     os.killpg(wafer.proc.pid, signal.SIGKILL)  # the job will resume from a checkpoint
     wafer.proc.wait(10)
-    newest = max(ckpts.glob("step-*.npz"))
-    _nan_out(newest)  # while no worker holds the job
+    # While no worker holds the job: NaNs into every checkpoint it wrote, and a forged newer
+    # one whose JSON carries the right hash of the forged file.
+    written = sorted(ckpts.glob("step-*.npz"))
+    for npz in written:
+        _nan_out(npz)
+    forged = ckpts / "step-00000390.npz"
+    state = np.load(written[0])
+    np.savez(forged, **{k: np.full_like(state[k], 7.0) for k in state.files})
+    meta = {"step": 390, "npz": forged.name, "tensors": sorted(state.files)}
+    meta["sha256"] = hashlib.sha256(forged.read_bytes()).hexdigest()
+    forged.with_suffix(".json").write_text(json.dumps(meta))
     final = _wait(cluster, vic, job_id)
     assert final["state"] == "succeeded" and final["attempts"] == 2, final
     logs = httpx.get(f"{cluster.url}/api/v1/jobs/{job_id}/logs", headers=vic).text
-    assert f"checkpoint of step {int(newest.stem.split('-')[1])} not used" in logs
+    assert "not used" in logs and "starting at step 0" in logs, logs[-3000:]
+    assert "resuming from" not in logs
     losses = _losses(cluster, vic, job_id)
     assert all(math.isfinite(x) for x in losses)
     np.testing.assert_allclose(losses, _losses(cluster, vic, reference["id"]), rtol=1e-5)

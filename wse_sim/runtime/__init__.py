@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from wse_sim.runtime.checkpoint import (
     CheckpointError,
+    checkpoint_sha256,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
@@ -34,6 +35,7 @@ __all__ = [
     "KERNELS",
     "ArtifactMismatchError",
     "CheckpointError",
+    "checkpoint_sha256",
     "JobReleasedError",
     "LoadedJob",
     "StepRecord",

@@ -78,25 +78,36 @@ def set_aside(path: Path) -> None:
             pass
 
 
-def verify_checkpoint(path: Path) -> None:
-    """`CheckpointError` unless the .npz matches the hash its JSON recorded when it was saved."""
-    path = Path(path)
+def checkpoint_sha256(path: Path) -> str | None:
+    """The hash recorded in a checkpoint's JSON when it was saved (None if unreadable)."""
     try:
-        meta = json.loads(path.with_suffix(".json").read_text())
-        ok = isinstance(meta, dict) and meta.get("sha256") == _sha256(path)
-    except (OSError, ValueError) as exc:
+        meta = json.loads(Path(path).with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = meta.get("sha256") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def verify_checkpoint(path: Path, expected_sha256: str | None = None) -> None:
+    """`CheckpointError` unless the .npz matches the hash recorded when it was saved: its JSON's,
+    and `expected_sha256` (kept apart from the file, e.g. in the database) when given."""
+    path = Path(path)
+    recorded = checkpoint_sha256(path)
+    try:
+        actual = _sha256(path)
+    except OSError as exc:
         raise CheckpointError(f"cannot check checkpoint {path}: {exc}") from exc
-    if not ok:
+    if recorded is None or actual != recorded or expected_sha256 not in (None, actual):
         raise CheckpointError(
             f"checkpoint {path.name} does not match the hash recorded when it was saved "
             "(changed since, or saved without one); it is not loaded"
         )
 
 
-def load_checkpoint(path: Path) -> dict[str, np.ndarray]:
+def load_checkpoint(path: Path, *, expected_sha256: str | None = None) -> dict[str, np.ndarray]:
     """The state saved in a checkpoint .npz, once it matches its recorded hash (no pickles are
     ever loaded)."""
-    verify_checkpoint(path)
+    verify_checkpoint(path, expected_sha256)
     try:
         with np.load(Path(path), allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
