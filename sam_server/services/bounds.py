@@ -7,6 +7,8 @@ its head and says how much was cut, so the cut is never silent.
 
 from __future__ import annotations
 
+import json
+
 MAX_TEXT_BYTES = 64 * 1024  # an error message or one log line, stored and returned in full
 SUMMARY_BYTES = 512  # an error message inside a listing (GET /jobs, /queue)
 LOG_ERROR_BYTES = 2048  # the copy of a failure's text in the job's log
@@ -29,3 +31,18 @@ def cap_text(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:
 def cap_error(error: tuple[str, str] | None) -> tuple[str, str] | None:
     """An error `(kind, message)` with the message capped."""
     return None if error is None else (error[0], cap_text(error[1]))
+
+
+MAX_SUMMARY_BYTES = 256 * 1024  # a compile summary: a few KiB normally
+
+
+def cap_json(value: dict | None, limit: int = MAX_SUMMARY_BYTES) -> dict | None:  # type: ignore[type-arg]
+    """`value` if its JSON fits `limit` bytes, else a small stand-in that says it was dropped
+    (a summary carries values the sandboxed trace reported, which tenant code can inflate)."""
+    if value is None:
+        return None
+    size = len(json.dumps(value, default=str).encode())
+    if size <= limit:
+        return value
+    keep = {k: v for k, v in value.items() if k in ("artifact_path", "artifact_sha256")}
+    return dict(keep, cut=f"the compile summary was {size} bytes, over {limit}; dropped")

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
-from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_text
+from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
 from sam_server.services.transitions import JobState, transition
 
 
@@ -194,7 +194,7 @@ def _record_compile(session: Session, job: Job, result: dict[str, Any]) -> None:
     job.compile_key = result["cache_key"]
     job.compile_cache_hit = bool(result["cache_hit"])
     job.compile_seconds = float(result["seconds"])
-    job.compile_summary = result.get("summary")
+    job.compile_summary = cap_json(result.get("summary"))
     hit = "cache hit" if job.compile_cache_hit else "compiled"
     log(session, job.id, f"{hit} in {job.compile_seconds:.3f}s (artifact {job.compile_key[:16]})")
     if job.mode in ("compile_only", "validate_only"):

@@ -84,3 +84,22 @@ def test_cap_text_keeps_short_text_and_cuts_on_character_boundaries():
     assert len(cut.encode()) <= 64 and cut.startswith("é") and "[cut: " in cut
     head, _, rest = cut.partition("…")
     assert int(rest.split("cut: ")[1].split()[0]) == 200 - len(head.encode())
+
+
+def test_an_inflated_compile_summary_is_not_stored(client, settings):
+    make_tenant(client, "acme")
+    alice = make_user(client, "acme", "alice")
+    job_id = submit(client, alice).json()["id"]
+    url = settings.resolved_database_url
+    with session_scope(url) as session:
+        transition(session, session.get(Job, job_id), JobState.COMPILING, reason="test")
+    with session_scope(url) as session:
+        assert lifecycle.claim_compile(session, job_id=job_id, owner="c1", lease_s=30)
+    summary = {"artifact_sha256": "ab" * 32, "network_isolation": "x" * (5 << 20)}
+    result = {"cache_key": "artifacts/k", "cache_hit": False, "seconds": 1.0, "summary": summary}
+    with session_scope(url) as session:
+        lifecycle.finish_compile(session, job_id=job_id, owner="c1", result=result)
+    with session_scope(url) as session:
+        stored = session.get(Job, job_id).compile_summary
+    assert stored["artifact_sha256"] == "ab" * 32 and "network_isolation" not in stored
+    assert "dropped" in stored["cut"]
