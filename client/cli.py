@@ -19,6 +19,7 @@ from client.commands.login import login
 from client.commands.queue import queue
 from client.commands.results import metrics, report
 from client.commands.submit import submit
+from client.commands.tokens import token_group
 from client.config import config_file_path
 from client.errors import SamAPIError, SamClientError
 from client.plugins import discover_plugins, load_plugin
@@ -36,6 +37,7 @@ CLIENT_COMMANDS: tuple[click.Command, ...] = (
     whoami,
     login,
     admin,
+    token_group,
 )
 
 

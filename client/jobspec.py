@@ -7,6 +7,7 @@ would silently win, which is a typo that must not pass).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +91,22 @@ def parse_job_yaml(text: str, source: str = "<job file>") -> dict[str, Any]:
     return data
 
 
-def collect_files(spec: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+def collect_files(
+    spec: dict[str, Any],
+    base_dir: Path,
+    *,
+    allow_outside: bool = False,
+    on_outside: Callable[[str, Path], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Read every file the spec names, relative to `base_dir`.
 
     The server keeps a job's files in one flat folder, so each is uploaded under its base name
     and the returned copy of the spec names it so (`src/model.py` becomes `model.py`).
+    A file outside `base_dir` (`../x`, an absolute path, a symlink leading out) is refused unless
+    `allow_outside`; then `on_outside(field, path)` is told of each one.
     Returns (spec to send, {upload name: text}).
     """
+    base = Path(base_dir).resolve()
     sent = dict(spec)
     files: dict[str, str] = {}
     origins: dict[str, Path] = {}
@@ -105,7 +115,9 @@ def collect_files(spec: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any],
         name = block.get(key) if isinstance(block, dict) else None
         if not isinstance(block, dict) or not isinstance(name, str) or not name:
             continue  # absent or mistyped: the server's validation names the field
-        path = (base_dir / name).resolve()
+        path = (base / name).resolve()  # resolve(): symlinks are judged by where they lead
+        if not path.is_relative_to(base):
+            _check_outside(f"{section}.{key}", name, path, base, allow_outside, on_outside)
         upload_name = path.name
         if upload_name in origins and origins[upload_name] != path:
             raise JobSpecError(
@@ -116,6 +128,24 @@ def collect_files(spec: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any],
         origins[upload_name] = path
         sent[section] = {**block, key: upload_name}
     return sent, files
+
+
+def _check_outside(
+    field: str,
+    name: str,
+    path: Path,
+    base: Path,
+    allow: bool,
+    on_outside: Callable[[str, Path], None] | None,
+) -> None:
+    """Refuse a file outside the job's folder, or report it when the user allowed that."""
+    if not allow:
+        raise JobSpecError(
+            f"{field}: {name} is {path}, outside the job file's folder {base}; "
+            "copy it next to the job file, or pass --allow-outside to upload it anyway"
+        )
+    if on_outside is not None:
+        on_outside(field, path)
 
 
 def _read_text(path: Path, field: str) -> str:
@@ -134,8 +164,16 @@ def _read_text(path: Path, field: str) -> str:
         raise JobSpecError(f"{field}: cannot read {path}: {exc.strerror}") from None
 
 
-def load_job_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read `path` as a job file: returns (spec to send, {file name: text} to upload)."""
+def load_job_file(
+    path: Path,
+    *,
+    allow_outside: bool = False,
+    on_outside: Callable[[str, Path], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read `path` as a job file: returns (spec to send, {file name: text} to upload).
+
+    Files outside the job file's folder are refused unless `allow_outside` (see collect_files).
+    """
     size = path.stat().st_size
     if size > MAX_JOB_FILE_BYTES:
         raise JobSpecError(
@@ -149,4 +187,6 @@ def load_job_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     except OSError as exc:
         raise JobSpecError(f"{path}: cannot read the job file: {exc.strerror}") from None
     spec = parse_job_yaml(text, source=str(path))
-    return collect_files(spec, path.resolve().parent)
+    return collect_files(
+        spec, path.resolve().parent, allow_outside=allow_outside, on_outside=on_outside
+    )

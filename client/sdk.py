@@ -269,6 +269,26 @@ class SamClient:
         body = {"name": name, "role": role}
         return self._json("POST", f"/tenants/{tenant}/users", json=body, resend_after_reply=False)
 
+    # -- tokens (own; a tenant admin: its tenant's; the cluster admin: all) ------------------
+
+    def list_tokens(
+        self, *, tenant: str | None = None, user: str | None = None, include_revoked: bool = False
+    ) -> list[dict[str, Any]]:
+        """Tokens the principal manages: `{id, prefix, user, tenant, created_at, last_used_at,
+        revoked_at, bootstrap}` each, never a secret."""
+        params: dict[str, Any] = {"include_revoked": include_revoked}
+        params.update({k: v for k, v in (("tenant", tenant), ("user", user)) if v})
+        return list(self._json("GET", "/tokens", params=params))
+
+    def revoke_token(self, token_id: int) -> dict[str, Any]:
+        """Revoke a token; returns it (with `revoked_at`)."""
+        return self._json("POST", f"/tokens/{token_id}/revoke")
+
+    def rotate_token(self, token_id: int) -> dict[str, Any]:
+        """Revoke a token and issue a new one: the new token's object with its `token`, shown
+        only this once."""
+        return self._json("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
+
 
 def problem_from_response(response: httpx.Response) -> SamAPIError:
     """Turn an error response (RFC 9457 problem+json, or anything else) into a SamAPIError."""

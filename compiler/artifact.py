@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.integrity import hash_files, verify_artifact
 from compiler.ir import canonical_json, validate_graph
 
 FORMAT = "sam-artifact/1"
@@ -59,10 +60,11 @@ class Artifact:
         return json.loads((self.path / "program" / f"{kernel_id}.json").read_text())
 
 
-def load_artifact(path: Path | str) -> Artifact:
-    """Read an artifact directory; raises ValueError if it is not a sam-artifact/1."""
+def load_artifact(path: Path | str, *, expected_digest: str | None = None) -> Artifact:
+    """Read an artifact directory; raises ValueError if it is not a sam-artifact/1, and
+    `ArtifactCorrupt` if a file does not match its hash (or the manifest `expected_digest`)."""
     root = Path(path)
-    manifest = json.loads((root / "manifest.json").read_text())
+    manifest = verify_artifact(root, expected_digest)
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{root} is not a {FORMAT} artifact (format={manifest.get('format')!r})")
     graph = json.loads((root / "graph.json").read_text())
@@ -78,7 +80,8 @@ def write_artifact(
     """Write atomically: build in a temp dir beside `final_dir`, then rename into place.
 
     If another process already published `final_dir` (same cache key), its copy is kept and ours
-    discarded, so concurrent compiles never leave a half-written artifact.
+    discarded, so concurrent compiles never leave a half-written artifact. Returns the path;
+    `compiler.integrity.artifact_digest(path)` is the digest to keep beside it.
     """
     final_dir = Path(final_dir)
     final_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -111,5 +114,7 @@ def _write_files(
         (root / "program" / f"{kernel['id']}.json").write_text(canonical_json(program))
     (root / "graph.json").write_text(canonical_json(graph))
     np.savez(root / "init.npz", **{k: np.ascontiguousarray(v) for k, v in tensors.items()})  # type: ignore[arg-type]
-    # The manifest is written last: its presence marks a complete artifact.
+    # The manifest is written last: its presence marks a complete artifact. It lists every
+    # other file's hash, so a file changed later is caught on load (compiler.integrity).
+    manifest = dict(manifest, files=hash_files(root))
     (root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))

@@ -41,35 +41,45 @@ def torch_version() -> str:
         return "unknown"
 
 
+def _scoped(body: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    """`body` with the cache namespace (the tenant) in it; no namespace keeps the old keys."""
+    return body if namespace is None else dict(body, namespace=namespace)
+
+
 def request_key(
-    spec: dict[str, Any], files: dict[str, str], region: tuple[int, int], arch: str, mode: str
+    spec: dict[str, Any],
+    files: dict[str, str],
+    region: tuple[int, int],
+    arch: str,
+    mode: str,
+    namespace: str | None = None,
 ) -> str:
-    """First-level key: a hash of the request, computable in well under a millisecond."""
+    """First-level key: a hash of the request, computable in well under a millisecond.
+
+    `namespace` (the tenant) is part of every key, so one tenant's compile is never a cache hit
+    for another's: the cache cannot tell a tenant what others compiled.
+    """
     keyed = {s: spec.get(s) for s in _KEYED_SECTIONS}
-    body = canonical_json(
-        {
-            "spec": keyed,
-            "files": dict(sorted(files.items())),
-            "region": list(region),
-            "arch": arch,
-            "mode": mode,
-            "compiler": COMPILER_VERSION,
-            "torch": torch_version(),
-        }
-    )
-    return hashlib.sha256(body.encode()).hexdigest()
+    body = {
+        "spec": keyed,
+        "files": dict(sorted(files.items())),
+        "region": list(region),
+        "arch": arch,
+        "mode": mode,
+        "compiler": COMPILER_VERSION,
+        "torch": torch_version(),
+    }
+    return hashlib.sha256(canonical_json(_scoped(body, namespace)).encode()).hexdigest()
 
 
-def trace_key(spec: dict[str, Any], files: dict[str, str]) -> str:
+def trace_key(spec: dict[str, Any], files: dict[str, str], namespace: str | None = None) -> str:
     """Hash of what tracing depends on: the model, data and train sections and the files."""
-    body = canonical_json(
-        {
-            "spec": {s: spec.get(s) for s in ("model", "data", "train")},
-            "files": dict(sorted(files.items())),
-            "compiler": COMPILER_VERSION,
-        }
-    )
-    return hashlib.sha256(body.encode()).hexdigest()
+    body = {
+        "spec": {s: spec.get(s) for s in ("model", "data", "train")},
+        "files": dict(sorted(files.items())),
+        "compiler": COMPILER_VERSION,
+    }
+    return hashlib.sha256(canonical_json(_scoped(body, namespace)).encode()).hexdigest()
 
 
 def content_key(
@@ -78,25 +88,25 @@ def content_key(
     options: dict[str, Any],
     arch: str,
     region: tuple[int, int],
+    namespace: str | None = None,
 ) -> str:
-    """Second-level key: graph, shapes, dtypes, initial values, options, arch, region, versions."""
+    """Second-level key: graph, shapes, dtypes, initial values, options, arch, region, versions
+    (and the namespace: tenants never share an artifact, so none can observe or alter
+    another's)."""
     digest = hashlib.sha256()
     digest.update(canonical_json(graph).encode())
     for name in sorted(tensors):
         array = np.ascontiguousarray(tensors[name])
         digest.update(f"{name}:{array.dtype}:{array.shape}".encode())
         digest.update(array.tobytes())
-    digest.update(
-        canonical_json(
-            {
-                "options": options,
-                "arch": arch,
-                "region": list(region),
-                "compiler": COMPILER_VERSION,
-                "torch": torch_version(),
-            }
-        ).encode()
-    )
+    rest = {
+        "options": options,
+        "arch": arch,
+        "region": list(region),
+        "compiler": COMPILER_VERSION,
+        "torch": torch_version(),
+    }
+    digest.update(canonical_json(_scoped(rest, namespace)).encode())
     return digest.hexdigest()
 
 

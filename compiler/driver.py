@@ -21,6 +21,7 @@ from compiler import COMPILER_VERSION
 from compiler import cache as compile_cache
 from compiler.arch import get_arch_info, normalize_arch
 from compiler.errors import (
+    ArtifactCorrupt,
     CompileError,
     CompileOOM,
     InternalCompileError,
@@ -28,6 +29,7 @@ from compiler.errors import (
     UnsupportedOperator,
     error_from_dict,
 )
+from compiler.integrity import artifact_digest, quarantine, verify_artifact
 from compiler.manifest import build_manifest, build_summary
 from compiler.sandbox import SandboxLimits
 
@@ -52,11 +54,16 @@ def compile_job(
     arch: str | None = None,
     mode: str | None = None,
     limits: SandboxLimits | None = None,
+    namespace: str | None = None,
 ) -> CompileResult:
     """Compile spec's training step for a rows x cols region; raises CompileError subclasses.
 
     mode: "train" / "compile_only" (full compile) or "validate_only" (front end, op check and
     memory check, no placement, no artifact); default spec["mode"].
+    namespace: whose cache this is (SAM passes the tenant): entries and artifacts of another
+    namespace are never reused, so `cache_hit` says nothing about what other tenants compiled.
+    A cached artifact is checked against its hashes first; a corrupt one is set aside and
+    recompiled.
     """
     start = time.perf_counter()
     mode = mode or spec.get("mode") or "train"
@@ -65,14 +72,22 @@ def compile_job(
     arch_name = _arch_name(spec, arch)
     _check_spec(spec, files, region)
     req_key = compile_cache.request_key(
-        spec, files, region, arch_name, "validate" if validate else "compile"
+        spec, files, region, arch_name, "validate" if validate else "compile", namespace
     )
     entry = compile_cache.read_index(cache_dir, req_key)
-    if entry is not None:
+    if entry is not None and _intact(entry, cache_dir):
         return _hit(entry, cache_dir, start)
     try:
         return _compile(
-            spec, files, region, Path(cache_dir), arch_name, validate, limits, req_key, start
+            spec,
+            files,
+            region,
+            Path(cache_dir),
+            arch_name,
+            validate,
+            limits,
+            (req_key, namespace),
+            start,
         )
     except (UnsupportedOperator, CompileOOM) as exc:
         # Deterministic verdicts are cached too, so a resubmitted job fails in milliseconds.
@@ -94,6 +109,20 @@ def _arch_name(spec: dict[str, Any], arch: str | None) -> str:
         raise InvalidSpec(str(exc)) from exc
 
 
+def _intact(entry: dict[str, Any], cache_dir: Path) -> bool:
+    """Whether a cache entry's artifact (if any) still matches its hashes; a corrupt one is
+    set aside so that it is rebuilt."""
+    if not entry.get("artifact"):
+        return True
+    target = Path(cache_dir) / entry["artifact"]
+    try:
+        verify_artifact(target, entry.get("digest"))
+    except ArtifactCorrupt:
+        quarantine(target)
+        return False
+    return True
+
+
 def _hit(entry: dict[str, Any], cache_dir: Path, start: float) -> CompileResult:
     if entry.get("error"):
         raise error_from_dict(entry["error"])
@@ -111,21 +140,22 @@ def _compile(
     arch_name: str,
     validate: bool,
     limits,
-    req_key: str,
+    keys: tuple[str, str | None],
     start: float,
 ) -> CompileResult:
     from compiler.planner import compile_options, plan_compile
 
-    graph, tensors, trace_info = trace_job(spec, files, limits)
+    req_key, namespace = keys
+    graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
     options = compile_options(spec)
-    key = compile_cache.content_key(graph, tensors, options, arch_name, region)
+    key = compile_cache.content_key(graph, tensors, options, arch_name, region, namespace)
     arch = get_arch_info(arch_name)
     target = compile_cache.artifact_dir(cache_dir, key)
     if not validate and (target / "manifest.json").exists():
-        summary = _load_summary(target)
-        entry = {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary}
-        compile_cache.write_index(cache_dir, req_key, entry)
-        return _hit(entry, cache_dir, start)
+        if _intact({"artifact": f"artifacts/{key}"}, cache_dir):
+            existing = _published(target, key)
+            compile_cache.write_index(cache_dir, req_key, existing)
+            return _hit(existing, cache_dir, start)
     plan = plan_compile(graph, options, arch, region, do_placement=not validate)
     seconds = time.perf_counter() - start
     summary = build_summary(plan, graph, arch, region, key, seconds, trace_info)
@@ -139,19 +169,23 @@ def _compile(
     from compiler.artifact import write_artifact
 
     write_artifact(target, manifest, graph, tensors)
-    compile_cache.write_index(
-        cache_dir, req_key, {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary}
-    )
+    published = _published(target, key)
+    compile_cache.write_index(cache_dir, req_key, published)
     seconds = time.perf_counter() - start
     return CompileResult(
-        target, key, False, seconds, dict(summary, cache_hit=False, seconds=seconds)
+        target, key, False, seconds, dict(published["summary"], cache_hit=False, seconds=seconds)
     )
 
 
-def _load_summary(target: Path) -> dict[str, Any]:
+def _published(target: Path, key: str) -> dict[str, Any]:
+    """The index entry of a published artifact: its summary and its digest (also kept in the
+    summary, which SAM stores with the job, so a wafer worker can check what it loads)."""
     import json
 
-    return json.loads((target / "manifest.json").read_text()).get("summary", {})
+    digest = artifact_digest(target)
+    summary = json.loads((target / "manifest.json").read_text()).get("summary", {})
+    summary = dict(summary, artifact_sha256=digest)
+    return {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary, "digest": digest}
 
 
 def _assign_kernels(graph: dict[str, Any], plan: Any) -> None:
@@ -166,14 +200,17 @@ _TRACES: OrderedDict[str, tuple[dict[str, Any], dict[str, np.ndarray], dict[str,
 
 
 def trace_job(
-    spec: dict[str, Any], files: dict[str, str], limits: SandboxLimits | None = None
+    spec: dict[str, Any],
+    files: dict[str, str],
+    limits: SandboxLimits | None = None,
+    namespace: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info): built-ins trace in-process, user code in the sandbox.
 
     The last few traces are remembered by a hash of the traced spec sections and files, so
     compiling one model for several regions or options traces it once per process.
     """
-    key = compile_cache.trace_key(spec, files)
+    key = compile_cache.trace_key(spec, files, namespace)
     if key in _TRACES:
         _TRACES.move_to_end(key)
         graph, tensors, info = _TRACES[key]

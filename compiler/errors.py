@@ -49,13 +49,21 @@ class InvalidSpec(CompileError):
     kind = "invalid_spec"
 
 
+class ArtifactCorrupt(CompileError):
+    """An artifact's files do not match their recorded hashes (changed after it was written)."""
+
+    kind = "artifact_corrupt"
+
+
 class InternalCompileError(CompileError):
     """A compiler bug; please report it with the job spec."""
 
     kind = "internal"
 
 
-_BY_KIND = {c.kind: c for c in (ModelError, UnsupportedOperator, CompileOOM, InvalidSpec)}
+_BY_KIND = {
+    c.kind: c for c in (ModelError, UnsupportedOperator, CompileOOM, InvalidSpec, ArtifactCorrupt)
+}
 
 
 def error_from_dict(data: dict[str, Any]) -> CompileError:

@@ -38,6 +38,7 @@ def run_compile(
             cache_dir=root,
             arch=ARCH_OF_DEVICE.get(device, "wse2"),
             mode=claim.spec.get("mode"),
+            namespace=f"tenant-{claim.tenant_id}",
         )
     except CompileError as exc:
         return None, (exc.kind, exc.message)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compiler.errors import ArtifactCorrupt
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
@@ -41,9 +42,11 @@ class StepReporter:
         self.last_flush = time.monotonic()
         self.lost = False
         self.noted_ckpt: int | None = None
+        self.max_step = -1  # the highest step this attempt has run
 
     def on_step(self, rec: Any) -> None:
         loss = float(rec.loss)
+        self.max_step = max(self.max_step, int(rec.step))
         self.steps.append(
             {
                 "step": rec.step,
@@ -70,12 +73,10 @@ class StepReporter:
         self.lines.append((level, text))
 
     def flush(self) -> None:
-        from wse_sim.runtime import latest_checkpoint
-
         steps, lines = self.steps, self.lines
         self.steps, self.lines = [], []
         self.last_flush = time.monotonic()
-        newest = latest_checkpoint(self.ckpt_dir)
+        newest = self._own_newest_checkpoint()
         with session_scope(self.url) as session:
             ok = lifecycle.record_steps(
                 session,
@@ -87,10 +88,20 @@ class StepReporter:
             )
             if ok and newest is not None and newest[0] != self.noted_ckpt:
                 lifecycle.note_checkpoint(
-                    session, job_id=self.job_id, owner=self.owner, step=newest[0]
+                    session, job_id=self.job_id, owner=self.owner, step=newest[0], sha256=newest[1]
                 )
                 self.noted_ckpt = newest[0]
         self.lost = self.lost or not ok
+
+    def _own_newest_checkpoint(self) -> tuple[int, str | None] | None:
+        """(step, sha256) of the newest checkpoint this attempt can have written (never one of a
+        step it has not reached: such a file was put there by someone else)."""
+        from wse_sim import runtime
+
+        for step, path in runtime.list_checkpoints(self.ckpt_dir):
+            if step <= self.max_step + 1:
+                return step, runtime.checkpoint_sha256(path)
+        return None
 
 
 def run_on_wafer(job_id: str, attempt: int) -> str:
@@ -146,8 +157,10 @@ def _train(
     )
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
-        artifact = compiler.load_artifact(artifact_dir)
+        artifact = compiler.load_artifact(artifact_dir, expected_digest=claim.artifact_digest)
         job = wafer.load(artifact, claim.region, owner=claim.job_id)
+    except ArtifactCorrupt as exc:
+        return "failed", _set_aside(url, artifact_dir, claim, exc), None
     except Exception as exc:  # noqa: BLE001 - a bad artifact fails this job, not the worker
         log.exception("loading %s failed", claim.job_id)
         kind = "compile_oom" if type(exc).__name__ == "SramCapacityError" else "internal"
@@ -156,6 +169,17 @@ def _train(
         return _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts)
     finally:
         wafer.release(claim.job_id, job)
+
+
+def _set_aside(url: str, artifact_dir: Path, claim: lifecycle.Claim, exc: Exception) -> tuple:  # type: ignore[type-arg]
+    """A corrupt artifact is never run: move it aside, stop reuse of it, fail with its kind."""
+    from compiler.integrity import quarantine
+
+    log.error("job %s: %s", claim.job_id, exc)
+    quarantine(artifact_dir)
+    with session_scope(url) as session:
+        lifecycle.forget_artifact(session, compile_key=claim.compile_key or "")
+    return ("artifact_corrupt", getattr(exc, "message", str(exc)))
 
 
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
@@ -169,13 +193,7 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
     import compiler
     from wse_sim import runtime
 
-    start_step = 0
-    if reporter.checkpoint_every:
-        newest = runtime.latest_checkpoint(ckpt_dir)
-        if newest is not None:
-            job.load_state_dict(runtime.load_checkpoint(newest[1]))
-            start_step = newest[0]
-            reporter.line(f"resuming from the checkpoint of step {start_step}")
+    start_step = _resume(job, claim, ckpt_dir, reporter) if reporter.checkpoint_every else 0
     total = claim.total_steps  # set at submit from num_epochs x steps_per_epoch
     reporter.line(f"attempt {claim.attempt} starts at step {start_step} of {total}")
     deadline = time.monotonic() + claim.time_limit_s
@@ -211,6 +229,28 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
         if close:
             close()
     return _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
+
+
+def _resume(job: Any, claim: lifecycle.Claim, ckpt_dir: Path, reporter: StepReporter) -> int:
+    """Load the checkpoint the database names, if it still has the hash recorded when it was
+    written; otherwise (or with none named) start at step 0. Other files in the folder are never
+    loaded. Returns the step to start at."""
+    from wse_sim import runtime
+    from wse_sim.runtime.checkpoint import CheckpointError, set_aside
+
+    step = claim.checkpoint_step
+    if not step:
+        return 0
+    path = ckpt_dir / f"step-{step:08d}.npz"
+    try:
+        state = runtime.load_checkpoint(path, expected_sha256=claim.checkpoint_sha256)
+    except CheckpointError as exc:
+        reporter.line(f"checkpoint of step {step} not used: {exc}; starting at step 0", "WARN")
+        set_aside(path)
+        return 0
+    job.load_state_dict(state)
+    reporter.line(f"resuming from the checkpoint of step {step}")
+    return step
 
 
 def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim):  # type: ignore[no-untyped-def]

@@ -14,6 +14,7 @@ from client.commands.options import (
     open_client,
     output_option,
 )
+from client.commands.tokens import token_group
 from client.output import render_key_values, render_table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,7 +48,10 @@ def quota_from(options: dict[str, Any]) -> dict[str, Any]:
 
 @click.group()
 def admin() -> None:
-    """Administer tenants and users."""
+    """Administer tenants, users and tokens."""
+
+
+admin.add_command(token_group)
 
 
 @admin.group()

@@ -38,6 +38,11 @@ from client.sdk import TERMINAL_STATES, SamClient
     metavar="KEY",
     help="Reuse a key to make resubmission safe (default: random).",
 )
+@click.option(
+    "--allow-outside",
+    is_flag=True,
+    help="Upload named files from outside the job file's folder (each is listed on stderr).",
+)
 @click.option("--poll-interval", type=click.FloatRange(min=0.0), default=1.0, hidden=True)
 @connection_options
 def submit(
@@ -47,6 +52,7 @@ def submit(
     dry_run: bool,
     output: str,
     idempotency_key: str | None,
+    allow_outside: bool,
     poll_interval: float,
     url: str | None,
     token: str | None,
@@ -54,9 +60,17 @@ def submit(
     """Submit a job file (job.yaml) and the files it names.
 
     Files the spec names (model.file, data.file) are read relative to JOB_FILE and uploaded.
-    Prints `Submitted job ID to tenant T`; with --wait, exits 0 only if the job succeeded.
+    Files outside JOB_FILE's folder (../x, absolute paths, symlinks leading out) are refused
+    unless --allow-outside is given. Prints `Submitted job ID to tenant T`; with --wait, exits
+    0 only if the job succeeded.
     """
-    spec, files = load_job_file(job_file)
+    spec, files = load_job_file(
+        job_file,
+        allow_outside=allow_outside,
+        on_outside=lambda field, path: echo_message(
+            f"warning: {field}: uploading {path}, from outside the job file's folder"
+        ),
+    )
     client = open_client(url, token)
     if dry_run:
         _print_validation(client.validate_job(spec, files), output)

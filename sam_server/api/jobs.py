@@ -109,7 +109,8 @@ def list_jobs(
         limit=limit,
         cursor=cursor,
     )
-    return JSONResponse({"items": [job_view(j) for j in jobs], "next_cursor": next_cursor})
+    items = [job_view(j, summary=True) for j in jobs]
+    return JSONResponse({"items": items, "next_cursor": next_cursor})
 
 
 @router.get("/jobs/{job_id}", response_model=JobRead)

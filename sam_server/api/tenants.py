@@ -14,7 +14,7 @@ from sam_server.schemas.tenants import (
     WhoAmI,
 )
 from sam_server.services import tenants as svc
-from sam_server.services.auth import require_admin
+from sam_server.services.auth import require_admin, require_manager
 
 router = APIRouter(prefix="/api/v1", tags=["tenants"])
 
@@ -55,13 +55,17 @@ def set_quota(name: str, body: Quota, session: SessionDep, principal: PrincipalD
 def create_user(
     name: str, body: UserCreate, session: SessionDep, principal: PrincipalDep
 ) -> UserCreated:
-    """Create a user in a tenant (admin); the token is shown only in this response."""
-    require_admin(principal)
+    """Create a user in a tenant (the cluster admin, or that tenant's admin); the token is shown
+    only in this response."""
+    require_manager(principal)
     tenant = svc.get_tenant(session, principal=principal, name=name)
     return svc.create_user(session, tenant=tenant, name=body.name, role=body.role)
 
 
-@router.get("/whoami", response_model=WhoAmI)
+@router.get("/whoami", response_model=WhoAmI, response_model_exclude_unset=True)
 def whoami(principal: PrincipalDep) -> WhoAmI:
-    """The calling principal."""
-    return WhoAmI(name=principal.name, tenant=principal.tenant, role=principal.role)
+    """The calling principal; admins also see `admin_of` (cluster or tenant)."""
+    me = WhoAmI(name=principal.name, tenant=principal.tenant, role=principal.role)
+    if principal.role == "admin":
+        me.admin_of = "cluster" if principal.is_admin else "tenant"
+    return me

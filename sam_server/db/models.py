@@ -67,6 +67,10 @@ class ApiToken(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Stamped at most once a minute (a write per request would cost every call a commit).
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The token of SAM_ADMIN_TOKEN: a new value at start-up revokes the previous one.
+    bootstrap: Mapped[bool] = mapped_column(Boolean, default=False)
 
     user: Mapped[User] = relationship(lazy="joined")
 
@@ -121,6 +125,9 @@ class Job(Base):
     compile_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     checkpoint_step: Mapped[int | None] = mapped_column(Integer)
+    # The SHA-256 of that checkpoint's .npz, as the worker that wrote it recorded it: a resume
+    # loads only the checkpoint the database names, and only if it still has this hash.
+    checkpoint_sha256: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_count: Mapped[int] = mapped_column(Integer, default=0)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sam_server.db.models import Job
 from sam_server.db.types import as_utc
+from sam_server.services.bounds import SUMMARY_BYTES, cap_text
 
 
 class JobSubmit(BaseModel):
@@ -44,6 +45,7 @@ class JobError(BaseModel):
         "timeout",
         "worker_lost",
         "internal",
+        "artifact_corrupt",
     ]
     message: str
 
@@ -90,8 +92,12 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def job_view(job: Job) -> dict[str, Any]:
-    """The API object of `job` (a plain dict: cheap to build for every listing)."""
+def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
+    """The API object of `job` (a plain dict: cheap to build for every listing).
+
+    `summary=True` (listings) cuts the error message to a short head: the full (capped) text
+    is only in `GET /jobs/{id}`, so a page of failed jobs stays small.
+    """
     region = None
     if job.wafer_id is not None:
         region = {
@@ -101,7 +107,13 @@ def job_view(job: Job) -> dict[str, Any]:
             "rows": job.region_rows,
             "cols": job.region_cols,
         }
-    error = {"kind": job.error_kind, "message": job.error_message or ""} if job.error_kind else None
+    error = None
+    if job.error_kind:
+        message = job.error_message or ""
+        error = {
+            "kind": job.error_kind,
+            "message": cap_text(message, SUMMARY_BYTES) if summary else message,
+        }
     compile_info = None
     if job.compile_cache_hit is not None:
         compile_info = {

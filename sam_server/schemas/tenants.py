@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,3 +54,21 @@ class WhoAmI(BaseModel):
     name: str
     tenant: str | None
     role: str
+    admin_of: Literal["cluster", "tenant"] | None = None  # what an admin role manages
+
+
+class TokenRead(BaseModel):
+    """A token without its secret: only the id and the first characters identify it."""
+
+    id: int
+    prefix: str
+    user: str
+    tenant: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    bootstrap: bool
+
+
+class TokenRotated(TokenRead):
+    token: str  # the new secret, shown only in this response

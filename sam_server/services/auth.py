@@ -6,16 +6,20 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import ApiToken, Tenant, User
-from sam_server.db.types import utcnow
+from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import Forbidden, Unauthorized
 
 TOKEN_PREFIX = "sam_"
 ADMIN_NAME = "admin"
+# Admins of this tenant are cluster admins with a tenant of their own (they can submit urgent jobs).
+SYSTEM_TENANT = "system"
+LAST_USED_EVERY = timedelta(seconds=60)  # how stale a token's last_used_at may get
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,12 @@ class TenantQuota:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a user of a tenant, or an admin (who may have no tenant)."""
+    """Who is calling: a user of a tenant (role user or admin), or a cluster admin (no tenant).
+
+    Two kinds of admin: the cluster admin (the SAM_ADMIN_TOKEN principal, or a user with role
+    admin in the `system` tenant) manages tenants, quotas and urgent priority; a tenant admin
+    (role admin inside any other tenant) manages only its own tenant's users and tokens.
+    """
 
     user_id: int
     name: str
@@ -38,10 +47,21 @@ class Principal:
     tenant_id: int | None
     tenant: str | None
     quota: TenantQuota | None = None
+    token_id: int | None = None
 
     @property
     def is_admin(self) -> bool:
-        return self.role == "admin"
+        """True only for the cluster admin: every cluster-wide power checks this."""
+        return self.role == "admin" and (self.tenant_id is None or self.tenant == SYSTEM_TENANT)
+
+    @property
+    def is_tenant_admin(self) -> bool:
+        """An admin of one tenant: manages that tenant's users and tokens, nothing more."""
+        return self.role == "admin" and not self.is_admin
+
+    def manages_tenant(self, tenant_id: int | None) -> bool:
+        """Whether this principal may manage the users and tokens of tenant `tenant_id`."""
+        return self.is_admin or (self.is_tenant_admin and tenant_id == self.tenant_id)
 
 
 def hash_token(token: str) -> str:
@@ -54,10 +74,16 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def issue_token(session: Session, *, user: User, token: str | None = None) -> str:
+def issue_token(
+    session: Session, *, user: User, token: str | None = None, bootstrap: bool = False
+) -> str:
     """Store a token for `user` (a new random one unless given) and return it in clear, once."""
     token = token or new_token()
-    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), prefix=token[:8]))
+    session.add(
+        ApiToken(
+            user_id=user.id, token_hash=hash_token(token), prefix=token[:8], bootstrap=bootstrap
+        )
+    )
     return token
 
 
@@ -66,6 +92,8 @@ _AUTH_QUERY = (
     select(
         ApiToken.token_hash,
         ApiToken.revoked_at,
+        ApiToken.id,
+        ApiToken.last_used_at,
         User.id,
         User.name,
         User.role,
@@ -92,8 +120,18 @@ def authenticate(session: Session, *, token: str | None) -> Principal:
     row = session.execute(_AUTH_QUERY, {"digest": digest}).first()
     if row is None or row[1] is not None or not hmac.compare_digest(row[0], digest):
         raise Unauthorized("the token is unknown or revoked; ask an admin for a new one")
-    quota = TenantQuota(row[7], row[8], row[9], row[10]) if row[5] is not None else None
-    return Principal(row[2], row[3], row[4], row[5], row[6], quota)
+    _touch(session, row[2], row[3])
+    user_id, name, role, tenant_id, tenant = row[4:9]
+    quota = TenantQuota(row[9], row[10], row[11], row[12]) if tenant_id is not None else None
+    return Principal(user_id, name, role, tenant_id, tenant, quota, token_id=row[2])
+
+
+def _touch(session: Session, token_id: int, last_used: datetime | None) -> None:
+    """Stamp the token's last use, at most once per LAST_USED_EVERY (a cheap UPDATE)."""
+    now = utcnow()
+    seen = as_utc(last_used)
+    if seen is None or now - seen >= LAST_USED_EVERY:
+        session.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
 
 
 def revoke_token(session: Session, *, token: str) -> None:
@@ -106,9 +144,18 @@ def revoke_token(session: Session, *, token: str) -> None:
 
 
 def require_admin(principal: Principal) -> None:
-    """Raise `Forbidden` unless `principal` is an admin."""
+    """Raise `Forbidden` unless `principal` is the cluster admin."""
     if not principal.is_admin:
-        raise Forbidden("this call is for admins only")
+        who = "a tenant admin manages only its tenant's users and tokens; " * (
+            principal.is_tenant_admin
+        )
+        raise Forbidden(f"this call is for the cluster admin only; {who}ask the cluster admin")
+
+
+def require_manager(principal: Principal) -> None:
+    """Raise `Forbidden` unless `principal` is the cluster admin or a tenant admin."""
+    if not (principal.is_admin or principal.is_tenant_admin):
+        raise Forbidden("this call is for tenant admins and the cluster admin")
 
 
 def bootstrap_admin(session: Session, *, token: str) -> None:
@@ -120,11 +167,25 @@ def bootstrap_admin(session: Session, *, token: str) -> None:
         admin = User(name=ADMIN_NAME, tenant_id=None, role="admin")
         session.add(admin)
         session.flush()
-    exists = session.execute(
-        select(ApiToken.id).where(ApiToken.token_hash == hash_token(token))
-    ).first()
-    if exists is None:
-        issue_token(session, user=admin, token=token)
+    digest = hash_token(token)
+    current = session.execute(
+        select(ApiToken).where(ApiToken.token_hash == digest)
+    ).scalar_one_or_none()
+    if current is None:
+        issue_token(session, user=admin, token=token, bootstrap=True)
+    elif current.user_id == admin.id:
+        current.bootstrap = True
+    # A new SAM_ADMIN_TOKEN replaces the old one: every other live token of the bootstrap
+    # principal is revoked, so a leaked admin token dies with a restart under a new value.
+    session.execute(
+        update(ApiToken)
+        .where(
+            ApiToken.user_id == admin.id,
+            ApiToken.token_hash != digest,
+            ApiToken.revoked_at.is_(None),
+        )
+        .values(revoked_at=utcnow())
+    )
 
 
 def tenant_of(session: Session, principal: Principal) -> Tenant:

@@ -137,7 +137,10 @@ def submit_job(
             return Submitted(job_view(previous), created=False)
     parsed = validate_submission(spec=spec, spec_yaml=spec_yaml, files=files)
     if parsed.priority == "urgent" and not principal.is_admin:
-        raise Forbidden("priority 'urgent' is for admins; use 'high'")
+        raise Forbidden(
+            "priority 'urgent' is for cluster admins (role admin in the 'system' tenant); "
+            "use 'high'"
+        )
     check_can_ever_run(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
@@ -202,7 +205,7 @@ def _job_values(
         "total_steps": spec.run_options.total_steps if spec.mode == "train" else 0,
         "idempotency_key": idempotency_key,
         "request_hash": digest,
-        "compile_hash": compile_hash(spec, files),
+        "compile_hash": compile_hash(spec, files, principal.tenant_id),
         "created_at": now,
         "updated_at": now,
         "eligible_at": None,
@@ -225,15 +228,16 @@ def _job_values(
     }
 
 
-def compile_hash(spec: JobSpec, files: dict[str, str]) -> str:
+def compile_hash(spec: JobSpec, files: dict[str, str], tenant_id: int | None = None) -> str:
     """A hash of everything a compile depends on: two jobs with the same hash can share one
-    artifact (name, priority and time limit do not change the compiled program)."""
+    artifact (name, priority and time limit do not change the compiled program). The tenant is
+    part of it: another tenant's identical job compiles afresh, so reuse reveals nothing."""
     body = spec.model_dump(mode="json", by_alias=True)
     for key in ("name", "priority"):
         body.pop(key, None)
     body["resources"].pop("time_limit", None)
     body["resources"]["shape"] = list(spec.resources.shape())
-    text = json.dumps({"spec": body, "files": files}, sort_keys=True)
+    text = json.dumps({"spec": body, "files": files, "tenant": tenant_id}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
+from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
 from sam_server.services.transitions import JobState, transition
 
 
@@ -34,6 +35,10 @@ class Claim:
     compile_key: str | None
     time_limit_s: int
     total_steps: int
+    tenant_id: int | None = None  # the compile cache's namespace: tenants never share entries
+    artifact_digest: str | None = None  # what the compile recorded; checked before a run
+    checkpoint_step: int | None = None  # the checkpoint to resume from (None: step 0)
+    checkpoint_sha256: str | None = None  # its hash as recorded when it was written
 
 
 def _claim_of(job: Job) -> Claim:
@@ -56,6 +61,10 @@ def _claim_of(job: Job) -> Claim:
         job.compile_key,
         job.time_limit_s,
         job.total_steps,
+        job.tenant_id,
+        (job.compile_summary or {}).get("artifact_sha256"),
+        job.checkpoint_step,
+        job.checkpoint_sha256,
     )
 
 
@@ -169,10 +178,13 @@ def finish_compile(
     job = _owned(session, job_id, owner)
     if job is None or job.state != JobState.COMPILING.value:
         return None
+    error = cap_error(error)
     if error is not None:
         job.error_kind, job.error_message = error
         transition(session, job, JobState.FAILED, reason=f"{error[0]}: {error[1][:200]}")
-        log(session, job_id, f"compile failed ({error[0]}): {error[1]}", level="ERROR")
+        # The log keeps a short copy: the full (capped) text is stored once, in the job's error.
+        short = cap_text(error[1], LOG_ERROR_BYTES)
+        log(session, job_id, f"compile failed ({error[0]}): {short}", level="ERROR")
         return job.state
     assert result is not None
     _record_compile(session, job, result)
@@ -183,7 +195,7 @@ def _record_compile(session: Session, job: Job, result: dict[str, Any]) -> None:
     job.compile_key = result["cache_key"]
     job.compile_cache_hit = bool(result["cache_hit"])
     job.compile_seconds = float(result["seconds"])
-    job.compile_summary = result.get("summary")
+    job.compile_summary = cap_json(result.get("summary"))
     hit = "cache hit" if job.compile_cache_hit else "compiled"
     log(session, job.id, f"{hit} in {job.compile_seconds:.3f}s (artifact {job.compile_key[:16]})")
     if job.mode in ("compile_only", "validate_only"):
@@ -203,6 +215,16 @@ def reuse_artifact(
     _record_compile(
         session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0, "summary": summary}
     )
+
+
+def forget_artifact(session: Session, *, compile_key: str) -> int:
+    """A worker found artifact `compile_key` corrupt: no queued job may reuse it any more (the
+    scheduler reuses artifacts by `compile_hash`), so the next submit of those inputs compiles
+    afresh. Returns how many jobs pointed at it."""
+    result = session.execute(
+        update(Job).where(Job.compile_key == compile_key).values(compile_hash=None)
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def record_steps(
@@ -239,7 +261,7 @@ def record_steps(
         job.progress_step = last["step"] + 1
         job.progress_loss = finite_or_none(last["loss"])
     for level, line in lines:
-        session.add(JobLog(job_id=job_id, level=level, line=line))
+        session.add(JobLog(job_id=job_id, level=level[:8], line=cap_text(line)))
     return True
 
 
@@ -256,10 +278,15 @@ def nonfinite_kind(value: float | None) -> str | None:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def note_checkpoint(session: Session, *, job_id: str, owner: str, step: int) -> None:
-    """Remember the newest checkpoint, so a requeued attempt resumes from it."""
+def note_checkpoint(
+    session: Session, *, job_id: str, owner: str, step: int, sha256: str | None = None
+) -> None:
+    """Remember the newest checkpoint and its hash, so a requeued attempt resumes from it (and
+    from nothing else: files that appear in the checkpoint folder later are never trusted)."""
     session.execute(
-        update(Job).where(Job.id == job_id, Job.lease_owner == owner).values(checkpoint_step=step)
+        update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner)
+        .values(checkpoint_step=step, checkpoint_sha256=sha256)
     )
 
 
@@ -306,14 +333,14 @@ def _apply_outcome(session: Session, job: Job, outcome: str, error: tuple[str, s
         job.reason = "Preempted"
         transition(session, job, JobState.PENDING, reason="preempted; resumes from its checkpoint")
     else:
-        kind, message = error or ("internal", "the run failed")
+        kind, message = cap_error(error) or ("internal", "the run failed")
         job.error_kind, job.error_message = kind, message
         transition(session, job, JobState.FAILED, reason=f"{kind}: {message[:200]}")
 
 
 def log(session: Session, job_id: str, line: str, *, level: str = "INFO") -> None:
-    """Append one line to a job's log."""
-    session.add(JobLog(job_id=job_id, level=level, line=line))
+    """Append one line to a job's log (capped: a line may carry a tenant's text)."""
+    session.add(JobLog(job_id=job_id, level=level, line=cap_text(line)))
 
 
 def heartbeat_wafer(

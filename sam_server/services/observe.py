@@ -95,7 +95,7 @@ def queue(session: Session, *, principal: Principal) -> list[dict[str, Any]]:
     jobs.sort(key=order)
     items = []
     for job in jobs:
-        item = job_view(job)
+        item = job_view(job, summary=True)
         info = explain(job)
         item.update(position=info["position"], priority_detail=info["priority"])
         item.update(reasons=info["reasons"], eta=info["eta"])

@@ -218,3 +218,18 @@ def test_dropout_is_deterministic_and_resumes_exactly() -> None:
     again.load_state_dict(saved)
     assert np.array_equal(run_steps(again, spec, 2, start=2), losses[2:])
     assert np.isfinite(losses).all()
+
+
+def test_a_checkpoint_changed_after_saving_is_never_loaded(tmp_path: Path) -> None:
+    rt.save_checkpoint(tmp_path, 4, {"w": np.ones(3, np.float32)})
+    rt.save_checkpoint(tmp_path, 8, {"w": np.full(3, 2.0, np.float32)})
+    assert rt.load_checkpoint(tmp_path / "step-00000008.npz")["w"].tolist() == [2.0, 2.0, 2.0]
+    np.savez(tmp_path / "step-00000008.npz", w=np.full(3, np.nan, np.float32))
+    with pytest.raises(rt.CheckpointError, match="does not match the hash"):
+        rt.load_checkpoint(tmp_path / "step-00000008.npz")
+    assert [s for s, _ in rt.list_checkpoints(tmp_path)] == [8, 4]
+    four = tmp_path / "step-00000004.npz"
+    assert rt.load_checkpoint(four)["w"].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(rt.CheckpointError):  # the hash kept apart (the database's) must match
+        rt.load_checkpoint(four, expected_sha256="0" * 64)
+    assert rt.load_checkpoint(four, expected_sha256=rt.checkpoint_sha256(four))["w"].shape == (3,)

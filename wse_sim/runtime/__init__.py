@@ -6,7 +6,8 @@ Public API (the wafer worker calls these):
     LoadedJob.state_dict() -> dict[str, np.ndarray];  .load_state_dict(state);  .release()
     train(job, batches, *, start_step, total_steps, checkpoint_every, checkpoint_dir, stop_on_nan,
           on_step, should_stop) -> TrainOutcome(status, last_step, last_checkpoint_step, message)
-    latest_checkpoint(checkpoint_dir) -> (step, npz path) | None;  load_checkpoint(path) -> state
+    latest_checkpoint(checkpoint_dir) -> (step, npz path) | None;  list_checkpoints(dir), newest
+    first;  load_checkpoint(path) -> state (checked against the hash saved with it)
     report(job, out_dir) -> dict
 
 Every op of the step is computed by the kernel library (`wse_sim.runtime.kernels`) and its
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 from wse_sim.runtime.checkpoint import (
     CheckpointError,
+    checkpoint_sha256,
     latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
@@ -32,6 +35,7 @@ __all__ = [
     "KERNELS",
     "ArtifactMismatchError",
     "CheckpointError",
+    "checkpoint_sha256",
     "JobReleasedError",
     "LoadedJob",
     "StepRecord",
@@ -39,6 +43,7 @@ __all__ = [
     "TrainOutcome",
     "UnsupportedKernelError",
     "latest_checkpoint",
+    "list_checkpoints",
     "load",
     "load_checkpoint",
     "report",

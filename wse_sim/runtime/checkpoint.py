@@ -1,12 +1,14 @@
 """Checkpoints: the job's state as `.npz` (allow_pickle=False) plus a small JSON, written atomically.
 
-Layout in `checkpoint_dir`: `step-00000050.npz` and `step-00000050.json` ({"step": 50, "npz": ...}).
-The JSON is written last (both through a temporary file and os.replace), so a checkpoint whose
-JSON exists is complete; `latest_checkpoint` only trusts those.
+Layout in `checkpoint_dir`: `step-00000050.npz` and `step-00000050.json` ({"step": 50, "npz": ...,
+"sha256": the .npz's hash}). The JSON is written last (both through a temporary file and
+os.replace), so a checkpoint whose JSON exists is complete; `latest_checkpoint` only trusts those.
+`load_checkpoint` checks the .npz against the recorded hash: a changed checkpoint is never loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,27 +33,81 @@ def save_checkpoint(checkpoint_dir: Path, step: int, state: dict[str, np.ndarray
         np.savez(handle, **state)  # type: ignore[arg-type]
         handle.flush()
         os.fsync(handle.fileno())
+    digest = _sha256(tmp)
     os.replace(tmp, npz)
     meta_tmp = directory / f".step-{step:08d}.json.tmp"
-    meta_tmp.write_text(json.dumps({"step": int(step), "npz": npz.name, "tensors": sorted(state)}))
+    meta = {"step": int(step), "npz": npz.name, "tensors": sorted(state), "sha256": digest}
+    meta_tmp.write_text(json.dumps(meta))
     os.replace(meta_tmp, directory / f"step-{step:08d}.json")
     return npz
 
 
-def latest_checkpoint(checkpoint_dir: Path | None) -> tuple[int, Path] | None:
-    """(step, .npz path) of the newest complete checkpoint in the directory, or None."""
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def list_checkpoints(checkpoint_dir: Path | None) -> list[tuple[int, Path]]:
+    """(step, .npz path) of every complete checkpoint in the directory, newest first."""
     if checkpoint_dir is None or not Path(checkpoint_dir).is_dir():
-        return None
+        return []
     found = []
     for path in Path(checkpoint_dir).iterdir():
         match = _NAME.match(path.name)
         if match and (path.with_suffix(".npz")).exists():
             found.append((int(match.group(1)), path.with_suffix(".npz")))
-    return max(found) if found else None
+    return sorted(found, reverse=True)
 
 
-def load_checkpoint(path: Path) -> dict[str, np.ndarray]:
-    """The state saved in a checkpoint .npz (no pickles are ever loaded)."""
+def latest_checkpoint(checkpoint_dir: Path | None) -> tuple[int, Path] | None:
+    """(step, .npz path) of the newest complete checkpoint in the directory, or None."""
+    found = list_checkpoints(checkpoint_dir)
+    return found[0] if found else None
+
+
+def set_aside(path: Path) -> None:
+    """Rename a checkpoint that failed its check (kept for inspection, never listed again)."""
+    path = Path(path)
+    for part in (path.with_suffix(".json"), path):
+        try:
+            os.replace(part, part.with_name(f".corrupt-{part.name}"))
+        except OSError:
+            pass
+
+
+def checkpoint_sha256(path: Path) -> str | None:
+    """The hash recorded in a checkpoint's JSON when it was saved (None if unreadable)."""
+    try:
+        meta = json.loads(Path(path).with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = meta.get("sha256") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def verify_checkpoint(path: Path, expected_sha256: str | None = None) -> None:
+    """`CheckpointError` unless the .npz matches the hash recorded when it was saved: its JSON's,
+    and `expected_sha256` (kept apart from the file, e.g. in the database) when given."""
+    path = Path(path)
+    recorded = checkpoint_sha256(path)
+    try:
+        actual = _sha256(path)
+    except OSError as exc:
+        raise CheckpointError(f"cannot check checkpoint {path}: {exc}") from exc
+    if recorded is None or actual != recorded or expected_sha256 not in (None, actual):
+        raise CheckpointError(
+            f"checkpoint {path.name} does not match the hash recorded when it was saved "
+            "(changed since, or saved without one); it is not loaded"
+        )
+
+
+def load_checkpoint(path: Path, *, expected_sha256: str | None = None) -> dict[str, np.ndarray]:
+    """The state saved in a checkpoint .npz, once it matches its recorded hash (no pickles are
+    ever loaded)."""
+    verify_checkpoint(path, expected_sha256)
     try:
         with np.load(Path(path), allow_pickle=False) as data:
             return {name: data[name] for name in data.files}

@@ -1,0 +1,44 @@
+"""Routes for API tokens: list, revoke, rotate (thin: `services.tokens` does the work)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, status
+
+from sam_server.api.deps import PrincipalDep, SessionDep
+from sam_server.schemas.tenants import TokenRead, TokenRotated
+from sam_server.services import tokens as svc
+
+router = APIRouter(prefix="/api/v1", tags=["tokens"])
+
+
+@router.get("/tokens", response_model=list[TokenRead])
+def list_tokens(
+    session: SessionDep,
+    principal: PrincipalDep,
+    tenant: str | None = None,
+    user: str | None = None,
+    include_revoked: bool = False,
+) -> list[dict[str, Any]]:
+    """The tokens the caller manages (own; its tenant's for a tenant admin; all for the cluster
+    admin), without secrets."""
+    rows = svc.list_tokens(
+        session, principal=principal, tenant=tenant, user=user, include_revoked=include_revoked
+    )
+    return [svc.token_view(t) for t in rows]
+
+
+@router.post("/tokens/{token_id}/revoke", response_model=TokenRead)
+def revoke_token(token_id: int, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Revoke a token; calls with it answer 401 from now on."""
+    return svc.token_view(svc.revoke(session, principal=principal, token_id=token_id))
+
+
+@router.post(
+    "/tokens/{token_id}/rotate", status_code=status.HTTP_201_CREATED, response_model=TokenRotated
+)
+def rotate_token(token_id: int, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Revoke a token and issue its user a new one, shown only in this response."""
+    token, secret = svc.rotate(session, principal=principal, token_id=token_id)
+    return dict(svc.token_view(token), token=secret)
