@@ -88,22 +88,32 @@ def check_can_ever_run(session: Session, principal: Principal, spec: JobSpec) ->
     rows, cols = spec.resources.shape()
     q = principal.quota
     quota = Quota(q.max_pes, q.max_running_jobs, q.max_queued_jobs, q.share) if q else None
-    why = can_ever_fit(rows, cols, wafer_shapes(session), quota)
+    arch = job_arch(spec.compile_options.target_device)
+    why = can_ever_fit(rows, cols, wafer_shapes(session), quota, arch=arch)
     if why is not None:
-        raise NeverFits(why, errors=[{"field": "spec.resources", "message": why}])
+        field = "spec.compile_options.target_device" if "targets" in why else "spec.resources"
+        raise NeverFits(why, errors=[{"field": field, "message": why}])
 
 
-_WAFER_CACHE: dict[str, tuple[float, list[tuple[int, int]]]] = {}
+def job_arch(target_device: str | None) -> str | None:
+    """The wafer arch ("wse2", "wse3") of a spec's compile_options.target_device ("WSE-3")."""
+    if not target_device:
+        return None
+    return target_device.lower().replace("-", "")
 
 
-def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int]]:
-    """(rows, cols) of every registered wafer; cached briefly, since wafers change rarely and
-    every submit needs them."""
+_WAFER_CACHE: dict[str, tuple[float, list[tuple[int, int, str]]]] = {}
+
+
+def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int, str]]:
+    """(rows, cols, arch) of every registered wafer; cached briefly, since wafers change rarely
+    and every submit needs them."""
     key = str(session.get_bind().engine.url)
     now = time.monotonic()
     cached = _WAFER_CACHE.get(key)
     if cached is None or now - cached[0] > ttl_s:
-        shapes = [(w.rows, w.cols) for w in session.execute(select(Wafer.rows, Wafer.cols)).all()]
+        query = select(Wafer.rows, Wafer.cols, Wafer.arch)
+        shapes = [(w.rows, w.cols, w.arch) for w in session.execute(query).all()]
         cached = _WAFER_CACHE[key] = (now, shapes)
     return cached[1]
 
