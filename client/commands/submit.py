@@ -21,6 +21,13 @@ from client.sdk import TERMINAL_STATES, SamClient
 @click.option(
     "--wait", is_flag=True, help="Follow the job (log on stderr); exit 0 only if it succeeds."
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A cerebras_config.yaml whose keys (target_device, num_epochs, checkpoint_dir, ...) "
+    "fill the job's compile_options, run_options and data_loading.",
+)
 @click.option("--parsable", is_flag=True, help="Print only the job id.")
 @click.option(
     "--dry-run", is_flag=True, help="Validate on the server and print the normalized spec."
@@ -42,6 +49,7 @@ from client.sdk import TERMINAL_STATES, SamClient
 @connection_options
 def submit(
     job_file: Path,
+    config_file: Path | None,
     wait: bool,
     parsable: bool,
     dry_run: bool,
@@ -56,7 +64,7 @@ def submit(
     Files the spec names (model.file, data.file) are read relative to JOB_FILE and uploaded.
     Prints `Submitted job ID to tenant T`; with --wait, exits 0 only if the job succeeded.
     """
-    spec, files = load_job_file(job_file)
+    spec, files = load_job_file(job_file, config_file)
     client = open_client(url, token)
     if dry_run:
         _print_validation(client.validate_job(spec, files), output)

@@ -149,6 +149,7 @@ def submit_job(
     if parsed.priority == "urgent" and not principal.is_admin:
         raise Forbidden("priority 'urgent' is for admins; use 'high'")
     check_can_ever_run(session, principal, parsed)
+    _check_init_from(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
     if idempotency_key:
@@ -170,6 +171,22 @@ def submit_job(
         user=SimpleNamespace(name=principal.name),
     )
     return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
+
+
+def _check_init_from(session: Session, principal: Principal, spec: JobSpec) -> None:
+    """run_options.init_from must name a job of the submitter's own tenant."""
+    wanted = spec.run_options.init_from
+    if wanted is None:
+        return
+    query = select(Job.id).where(Job.id == wanted.job, Job.tenant_id == principal.tenant_id)
+    if session.execute(query).first() is None:
+        message = (
+            f"no job {wanted.job!r} in your tenant to start from; `sam queue --all` lists yours"
+        )
+        raise InvalidSpec(
+            f"run_options.init_from.job: {message}",
+            errors=[{"field": "spec.run_options.init_from.job", "message": message}],
+        )
 
 
 def _insert_job(session: Session, values: dict[str, Any], principal: Principal) -> None:

@@ -33,6 +33,8 @@ class Claim:
     compile_key: str | None
     time_limit_s: int
     total_steps: int
+    tenant: str = ""
+    tenant_id: int = 0
 
 
 def _claim_of(job: Job) -> Claim:
@@ -55,6 +57,8 @@ def _claim_of(job: Job) -> Claim:
         job.compile_key,
         job.time_limit_s,
         job.total_steps,
+        job.tenant.name,
+        job.tenant_id,
     )
 
 
@@ -230,6 +234,7 @@ def record_steps(
                 sim_cycles=s["sim_cycles"],
                 samples_per_sec=s["samples_per_sec"],
                 attempt=attempt,
+                accuracy=s.get("accuracy"),
             )
             for s in steps
         )

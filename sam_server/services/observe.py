@@ -37,23 +37,48 @@ def metrics(session: Session, *, job: Job) -> dict[str, Any]:
     rows = session.execute(
         select(JobMetric).where(JobMetric.job_id == job.id).order_by(JobMetric.step)
     ).scalars()
-    steps = [
+    steps: list[dict[str, Any]] = [
         {
             "step": m.step,
             "loss": m.loss,
             "sim_cycles": m.sim_cycles,
             "samples_per_sec": m.samples_per_sec,
+            "accuracy": m.accuracy,
         }
         for m in rows
     ]
     total_cycles = sum(s["sim_cycles"] for s in steps)
+    per_epoch = int((job.spec.get("run_options") or {}).get("steps_per_epoch") or 0)
     return {
         "job_id": job.id,
         "steps": steps,
+        "epochs": epoch_summaries(steps, per_epoch),
         "total_steps": job.total_steps,
         "total_sim_cycles": total_cycles,
         "final_loss": steps[-1]["loss"] if steps else None,
     }
+
+
+def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[dict[str, Any]]:
+    """`[{epoch, steps, mean_loss, accuracy}]` per epoch (1-based) with at least one step;
+    accuracy is the mean of the steps' accuracies, null when the loss is not classification."""
+    if steps_per_epoch < 1:
+        return []
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for row in steps:
+        groups.setdefault(row["step"] // steps_per_epoch + 1, []).append(row)
+    out = []
+    for epoch, rows in sorted(groups.items()):
+        accuracies = [r["accuracy"] for r in rows if r["accuracy"] is not None]
+        out.append(
+            {
+                "epoch": epoch,
+                "steps": len(rows),
+                "mean_loss": sum(r["loss"] for r in rows) / len(rows),
+                "accuracy": sum(accuracies) / len(accuracies) if accuracies else None,
+            }
+        )
+    return out
 
 
 def explain(job: Job) -> dict[str, Any]:
