@@ -174,7 +174,6 @@ def _train(
         settings.data_dir, job_id=claim.job_id, tenant=claim.tenant, spec=claim.spec
     )
     run_opts = claim.spec.get("run_options") or {}
-    loading = claim.spec.get("data_loading") or {}
     reporter = StepReporter(
         url,
         claim.job_id,
@@ -183,10 +182,7 @@ def _train(
         ckpt_dir,
         checkpoint_every=_checkpoint_every(run_opts),
         run_opts=run_opts,
-        timeline=InputTimeline(
-            depth=int(loading.get("prefetch_depth", 2)),
-            parallel=bool(loading.get("use_parallel_loader", True)),
-        ),
+        timeline=_input_timeline(claim.spec),
     )
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
@@ -200,6 +196,19 @@ def _train(
         return _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts)
     finally:
         wafer.release(claim.job_id, job)
+
+
+def _input_timeline(spec: dict[str, Any]) -> InputTimeline | None:
+    """The input-wait model for a make_batch source. Synthetic data stands in for a data set
+    the input servers stream at line rate, so its host time is not charged to the wafer (it
+    would make simulated figures depend on the simulator host's load)."""
+    if (spec.get("data") or {}).get("source") != "file":
+        return None
+    loading = spec.get("data_loading") or {}
+    return InputTimeline(
+        depth=int(loading.get("prefetch_depth", 2)),
+        parallel=bool(loading.get("use_parallel_loader", True)),
+    )
 
 
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
