@@ -314,7 +314,11 @@ def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
 
     report = None
     if result.status == "succeeded":
-        save_weights(model_weights(job), results.weights_path(settings.data_dir, claim.job_id))
+        try:
+            path = results.weights_path(settings.data_dir, claim.job_id)
+            save_weights(model_weights(job), path)
+        except OSError as exc:  # the training succeeded; say what is missing instead of losing it
+            reporter.line(f"writing the final weights failed: {exc}", "ERROR")
     if result.status == "stopped" and lease.preempt and reporter.checkpoint_every:
         runtime.save_checkpoint(ckpt_dir, result.last_step + 1, job.state_dict())
         reporter.line(f"checkpointed at step {result.last_step + 1} for preemption")
