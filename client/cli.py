@@ -14,6 +14,7 @@ import click
 
 from client.commands.admin import admin
 from client.commands.cluster import cluster, whoami
+from client.commands.fetch import fetch
 from client.commands.jobs import cancel, explain, logs, status
 from client.commands.login import login
 from client.commands.queue import queue
@@ -33,6 +34,7 @@ CLIENT_COMMANDS: tuple[click.Command, ...] = (
     explain,
     metrics,
     report,
+    fetch,
     cluster,
     whoami,
     login,

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from client.cerebras_config import config_sections, merge_config
 from client.errors import JobSpecError
 
 # The spec fields that name a file uploaded with the job (CONTRACT section 1).
@@ -164,29 +165,63 @@ def _read_text(path: Path, field: str) -> str:
         raise JobSpecError(f"{field}: cannot read {path}: {exc.strerror}") from None
 
 
+def read_yaml_file(path: Path, what: str = "job file") -> dict[str, Any]:
+    """Parse the YAML mapping in `path` with the job-file loader's refusals."""
+    if not path.is_file():
+        raise JobSpecError(f"{path}: no such {what}")
+    size = path.stat().st_size
+    if size > MAX_JOB_FILE_BYTES:
+        raise JobSpecError(
+            f"{path}: {size / 2**20:.1f} MiB is far too big for a {what}; a {what} is a "
+            "short YAML file"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise JobSpecError(f"{path}: not UTF-8 text; a {what} is YAML") from None
+    except OSError as exc:
+        raise JobSpecError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    return parse_job_yaml(text, source=str(path))
+
+
 def load_job_file(
     path: Path,
+    config: Path | None = None,
     *,
     allow_outside: bool = False,
     on_outside: Callable[[str, Path], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Read `path` as a job file: returns (spec to send, {file name: text} to upload).
 
+    The seed's cerebras_config.yaml keys are merged in from `config` (`--config`) and from a
+    `cerebras_config:` key of the job file (a file name relative to it, or the keys inline).
     Files outside the job file's folder are refused unless `allow_outside` (see collect_files).
     """
-    size = path.stat().st_size
-    if size > MAX_JOB_FILE_BYTES:
-        raise JobSpecError(
-            f"{path}: {size / 2**20:.1f} MiB is far too big for a job file; a job file is a "
-            "short YAML spec and names the files to upload"
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise JobSpecError(f"{path}: not UTF-8 text; a job file is YAML") from None
-    except OSError as exc:
-        raise JobSpecError(f"{path}: cannot read the job file: {exc.strerror}") from None
-    spec = parse_job_yaml(text, source=str(path))
+    spec = read_yaml_file(path)
+    spec = apply_cerebras_config(spec, path.resolve().parent, config)
     return collect_files(
         spec, path.resolve().parent, allow_outside=allow_outside, on_outside=on_outside
     )
+
+
+def apply_cerebras_config(
+    spec: dict[str, Any], base_dir: Path, config: Path | None
+) -> dict[str, Any]:
+    """`spec` without its `cerebras_config` key and with every named config merged in."""
+    spec = dict(spec)
+    named = spec.pop("cerebras_config", None)
+    sources: list[tuple[dict[str, Any], str]] = []
+    if isinstance(named, str):
+        config_path = base_dir / named
+        sources.append((read_yaml_file(config_path, "config file"), str(config_path)))
+    elif isinstance(named, dict):
+        sources.append((named, "job file's cerebras_config"))
+    elif named is not None:
+        raise JobSpecError(
+            "cerebras_config: give a file name (relative to the job file) or a mapping of keys"
+        )
+    if config is not None:
+        sources.append((read_yaml_file(config, "config file"), str(config)))
+    for values, source in sources:
+        spec = merge_config(spec, config_sections(values, source), source)
+    return spec

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -213,6 +214,33 @@ class SamClient:
     def report(self, job_id: str) -> dict[str, Any]:
         """The job's performance report."""
         return self._json("GET", f"/jobs/{job_id}/report")
+
+    def artifacts(self, job_id: str) -> dict[str, Any]:
+        """What the job has to download: `{weights, checkpoints: [{step, bytes, url}], report}`."""
+        return self._json("GET", f"/jobs/{job_id}/artifacts")
+
+    def download(self, url: str, dest: Path) -> int:
+        """Stream the file at `url` (an API path such as `/api/v1/jobs/ID/weights`) into `dest`,
+        written whole or not at all; returns its size in bytes."""
+        path = url[len(API_PREFIX) :] if url.startswith(API_PREFIX) else url
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        partial = dest.with_name(f".{dest.name}.part")
+        try:
+            with self._http.stream("GET", path) as response:
+                if response.is_error:
+                    response.read()
+                    raise problem_from_response(response)
+                with open(partial, "wb") as handle:
+                    for chunk in response.iter_bytes(1 << 20):
+                        handle.write(chunk)
+        except httpx.TransportError as exc:
+            partial.unlink(missing_ok=True)
+            raise SamConnectionError(self.url, _reason(exc)) from exc
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(dest)
+        return dest.stat().st_size
 
     def wait_for_job(
         self,

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
 from sam_server import __version__
-from sam_server.api import jobs, ops, problems, tenants, tokens
+from sam_server.api import jobs, ops, problems, results, tenants, tokens
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.broker import broker_check_for
 from sam_server.config import Settings, get_settings
@@ -60,5 +60,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tenants.router)
     app.include_router(jobs.router)
     app.include_router(tokens.router)
+    app.include_router(results.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -12,10 +12,18 @@ from typing import Any
 from compiler.errors import ArtifactCorrupt
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
-from sam_server.services import lifecycle
+from sam_server.services import lifecycle, results
 from sam_worker.compile_runner import artifact_root
 from sam_worker.identity import WORKER_ID
+from sam_worker.job_outputs import (
+    EpochTracker,
+    model_weights,
+    resolve_init_from,
+    save_weights,
+    shown,
+)
 from sam_worker.lease import LeaseKeeper
+from sam_worker.prefetch import InputTimeline, PrefetchLoader
 from sam_worker.wafer_host import host
 
 log = logging.getLogger("sam.worker.wafer")
@@ -33,9 +41,19 @@ class StepReporter:
         ckpt_dir: Path,
         every_s: float = 0.25,
         checkpoint_every: int | None = None,
+        run_opts: dict[str, Any] | None = None,
+        timeline: InputTimeline | None = None,
     ) -> None:
         self.url, self.job_id, self.owner, self.attempt = url, job_id, owner, attempt
         self.checkpoint_every = checkpoint_every
+        run_opts = run_opts or {}
+        self.log_level = str(run_opts.get("log_level") or "INFO")
+        self.epochs = EpochTracker(
+            int(run_opts.get("steps_per_epoch") or 1), int(run_opts.get("num_epochs") or 1)
+        )
+        # The loader and its timeline: the wafer's wait for input is charged to each step.
+        self.timeline, self.loader_load_s = timeline, (lambda: 0.0)
+        self.clock_hz = 850e6  # the loaded job's arch clock, set before training
         self.ckpt_dir, self.every_s = ckpt_dir, every_s
         self.steps: list[dict[str, Any]] = []
         self.lines: list[tuple[str, str]] = []
@@ -47,21 +65,26 @@ class StepReporter:
     def on_step(self, rec: Any) -> None:
         loss = float(rec.loss)
         self.max_step = max(self.max_step, int(rec.step))
+        cycles, per_s = self._with_input_wait(rec)
+        accuracy = getattr(rec, "accuracy", None)
         self.steps.append(
             {
                 "step": rec.step,
                 "loss": loss,
-                "sim_cycles": int(rec.sim_cycles),
-                "samples_per_sec": float(rec.samples_per_sec),
+                "sim_cycles": cycles,
+                "samples_per_sec": per_s,
+                "accuracy": accuracy,
             }
         )
-        self.lines.append(
-            (
-                "INFO",
-                f"step {rec.step}: loss {loss:.6g}, {int(rec.sim_cycles)} cycles, "
-                f"{rec.samples_per_sec:.4g} samples/s (simulated)",
-            )
+        self.line(
+            f"step {rec.step}: loss {loss:.6g}, {cycles} cycles, "
+            f"{per_s:.4g} samples/s (simulated)"
+            + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else ""),
+            "DEBUG",
         )
+        summary = self.epochs.add(rec.step, loss, accuracy)
+        if summary:
+            self.line(summary)
         # The runtime writes checkpoint k right after step k-1's callback: every step before it
         # must be in the database first, or a crash after the checkpoint would lose those steps'
         # metrics (the next attempt resumes at k and never recomputes them).
@@ -69,8 +92,20 @@ class StepReporter:
         if at_checkpoint or time.monotonic() - self.last_flush >= self.every_s:
             self.flush()
 
+    def _with_input_wait(self, rec: Any) -> tuple[int, float]:
+        """The step's cycles and samples/s once its wait for input (if any) is charged."""
+        cycles, per_s = int(rec.sim_cycles), float(rec.samples_per_sec)
+        if self.timeline is None or cycles <= 0 or per_s <= 0:
+            return cycles, per_s
+        clock_hz = self.clock_hz
+        wait_s = self.timeline.step(self.loader_load_s(), cycles / clock_hz)
+        waited = cycles + int(round(wait_s * clock_hz))
+        return waited, per_s * cycles / waited
+
     def line(self, text: str, level: str = "INFO") -> None:
-        self.lines.append((level, text))
+        """Queue a log line if the job's log_level shows `level`."""
+        if shown(level, self.log_level):
+            self.lines.append((level, text))
 
     def flush(self) -> None:
         steps, lines = self.steps, self.lines
@@ -145,7 +180,9 @@ def _train(
     import compiler
 
     url = settings.resolved_database_url
-    ckpt_dir = (settings.data_dir / "checkpoints" / claim.job_id).resolve()
+    ckpt_dir = results.checkpoint_dir(
+        settings.data_dir, job_id=claim.job_id, tenant=claim.tenant, spec=claim.spec
+    )
     run_opts = claim.spec.get("run_options") or {}
     reporter = StepReporter(
         url,
@@ -154,6 +191,8 @@ def _train(
         claim.attempt,
         ckpt_dir,
         checkpoint_every=_checkpoint_every(run_opts),
+        run_opts=run_opts,
+        timeline=_input_timeline(claim.spec),
     )
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
@@ -182,6 +221,19 @@ def _set_aside(url: str, artifact_dir: Path, claim: lifecycle.Claim, exc: Except
     return ("artifact_corrupt", getattr(exc, "message", str(exc)))
 
 
+def _input_timeline(spec: dict[str, Any]) -> InputTimeline | None:
+    """The input-wait model for a make_batch source. Synthetic data stands in for a data set
+    the input servers stream at line rate, so its host time is not charged to the wafer (it
+    would make simulated figures depend on the simulator host's load)."""
+    if (spec.get("data") or {}).get("source") != "file":
+        return None
+    loading = spec.get("data_loading") or {}
+    return InputTimeline(
+        depth=int(loading.get("prefetch_depth", 2)),
+        parallel=bool(loading.get("use_parallel_loader", True)),
+    )
+
+
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
     """Steps between checkpoints, or None when the job has checkpoints disabled."""
     if not run_opts.get("checkpoint_enabled", True):
@@ -193,7 +245,12 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
     import compiler
     from wse_sim import runtime
 
-    start_step = _resume(job, claim, ckpt_dir, reporter) if reporter.checkpoint_every else 0
+    try:
+        start_step, offset = _restore(claim, settings, job, reporter, ckpt_dir)
+    except ValueError as exc:  # init_from names a missing or mismatched checkpoint
+        reporter.flush()
+        return "failed", ("invalid_spec", str(exc)), None
+    reporter.clock_hz = job.clock_hz
     total = claim.total_steps  # set at submit from num_epochs x steps_per_epoch
     reporter.line(f"attempt {claim.attempt} starts at step {start_step} of {total}")
     deadline = time.monotonic() + claim.time_limit_s
@@ -206,7 +263,8 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
 
     workdir = (settings.data_dir / "scratch" / claim.job_id).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    batches = compiler.iter_batches(claim.spec, claim.files, start_step, workdir)
+    batches = compiler.iter_batches(claim.spec, claim.files, start_step + offset, workdir)
+    batches = _prefetched(batches, claim.spec, reporter)
     try:
         result = runtime.train(
             job,
@@ -218,6 +276,7 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
             stop_on_nan=bool(run_opts.get("stop_on_nan", True)),
             on_step=reporter.on_step,
             should_stop=should_stop,
+            steps_done_offset=offset,
         )
     except Exception as exc:  # noqa: BLE001 - a failing run fails this job, not the worker
         reporter.flush()
@@ -231,32 +290,80 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
     return _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
 
 
-def _resume(job: Any, claim: lifecycle.Claim, ckpt_dir: Path, reporter: StepReporter) -> int:
+def _resume(
+    job: Any, claim: lifecycle.Claim, ckpt_dir: Path, reporter: StepReporter
+) -> tuple[int, int] | None:
     """Load the checkpoint the database names, if it still has the hash recorded when it was
-    written; otherwise (or with none named) start at step 0. Other files in the folder are never
-    loaded. Returns the step to start at."""
+    written; None with none named or a bad one (other files in the folder are never loaded).
+    Returns (step to start at, updates applied before the job's step 0; see _restore)."""
     from wse_sim import runtime
     from wse_sim.runtime.checkpoint import CheckpointError, set_aside
 
     step = claim.checkpoint_step
     if not step:
-        return 0
+        return None
     path = ckpt_dir / f"step-{step:08d}.npz"
     try:
         state = runtime.load_checkpoint(path, expected_sha256=claim.checkpoint_sha256)
     except CheckpointError as exc:
-        reporter.line(f"checkpoint of step {step} not used: {exc}; starting at step 0", "WARN")
+        reporter.line(f"checkpoint of step {step} not used: {exc}; starting over", "WARN")
         set_aside(path)
-        return 0
+        return None
     job.load_state_dict(state)
     reporter.line(f"resuming from the checkpoint of step {step}")
-    return step
+    return step, int(state.get("_steps_done", step)) - step
+
+
+def _restore(claim, settings, job, reporter, ckpt_dir) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Load the job's own newest checkpoint (as _resume checks it), else the one
+    run_options.init_from names (checked against the hash written beside it).
+
+    Returns (first step to run, updates applied before this job's step 0): a job started from
+    another job's checkpoint of step N keeps N updates, so its optimizer and its batches
+    (make_batch(N + k)) continue as that job resumed would.
+    """
+    from wse_sim import runtime
+
+    resumed = _resume(job, claim, ckpt_dir, reporter) if reporter.checkpoint_every else None
+    if resumed is not None:
+        return resumed
+    source = resolve_init_from(settings.resolved_database_url, settings.data_dir, claim)
+    if source is None:
+        return 0, 0
+    state = runtime.load_checkpoint(source)
+    try:
+        job.load_state_dict(state)
+    except ValueError as exc:
+        raise ValueError(
+            f"run_options.init_from: {exc}; start from a job of the same model"
+        ) from exc
+    done = int(state.get("_steps_done", 0))
+    reporter.line(f"starting from {source.parent.name}'s checkpoint ({done} updates applied)")
+    return 0, done
+
+
+def _prefetched(batches, spec, reporter):  # type: ignore[no-untyped-def]
+    """`batches` behind the job's host loader (data_loading); the reporter reads its timings."""
+    loading = spec.get("data_loading") or {}
+    loader = PrefetchLoader(
+        batches,
+        depth=int(loading.get("prefetch_depth", 2)),
+        parallel=bool(loading.get("use_parallel_loader", True)),
+    )
+    reporter.loader_load_s = lambda: loader.last_load_s
+    return loader
 
 
 def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim):  # type: ignore[no-untyped-def]
     from wse_sim import runtime
 
     report = None
+    if result.status == "succeeded":
+        try:
+            path = results.weights_path(settings.data_dir, claim.job_id)
+            save_weights(model_weights(job), path)
+        except OSError as exc:  # the training succeeded; say what is missing instead of losing it
+            reporter.line(f"writing the final weights failed: {exc}", "ERROR")
     if result.status == "stopped" and lease.preempt and reporter.checkpoint_every:
         runtime.save_checkpoint(ckpt_dir, result.last_step + 1, job.state_dict())
         reporter.line(f"checkpointed at step {result.last_step + 1} for preemption")
@@ -265,6 +372,9 @@ def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
 
         report = runtime.report(job, (settings.data_dir / "reports" / claim.job_id).resolve())
         report["region"] = region_summary(job.region)  # per-PE grids (downsampled) for dashboards
+        if reporter.timeline is not None:
+            report["input"] = reporter.timeline.summary()
+            _warn_if_input_bound(reporter, report["input"])
     except Exception as exc:  # noqa: BLE001 - a report failure must not lose the run
         reporter.line(f"the performance report failed: {exc}", "WARN")
     reporter.flush()
@@ -289,3 +399,13 @@ def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim)
             report,
         )
     return "failed", ("internal", result.message or "the run stopped"), report
+
+
+def _warn_if_input_bound(reporter: StepReporter, summary: dict[str, Any]) -> None:
+    if summary["bound"] == "input-bound":
+        reporter.line(
+            f"input-bound: the wafer waited for data {100 * summary['input_wait_fraction']:.0f}% "
+            "of the simulated time; raise data_loading.prefetch_depth, set use_parallel_loader, "
+            "or make make_batch faster",
+            "WARNING",
+        )

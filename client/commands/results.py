@@ -9,7 +9,8 @@ import click
 from client.commands.options import connection_options, echo_data, open_client, output_option
 from client.output import render_key_values, render_table
 
-METRIC_COLUMNS = ["STEP", "LOSS", "SIM_CYCLES", "SAMPLES/S"]
+METRIC_COLUMNS = ["STEP", "LOSS", "SIM_CYCLES", "SAMPLES/S", "ACCURACY"]
+EPOCH_COLUMNS = ["EPOCH", "STEPS", "MEAN_LOSS", "ACCURACY"]
 
 
 @click.command()
@@ -26,10 +27,24 @@ def metrics(job_id: str, last: int | None, output: str, url: str | None, token: 
     steps = data.get("steps") or []
     shown = steps[-last:] if last else steps
     rows = [
-        [s.get("step"), s.get("loss"), s.get("sim_cycles"), s.get("samples_per_sec")] for s in shown
+        [
+            s.get("step"),
+            s.get("loss"),
+            s.get("sim_cycles"),
+            s.get("samples_per_sec"),
+            s.get("accuracy"),
+        ]
+        for s in shown
     ]
     click.echo(render_table(METRIC_COLUMNS, rows))
-    summary = [(key, value) for key, value in data.items() if key not in ("steps", "job_id")]
+    epochs = data.get("epochs") or []
+    if epochs:
+        cells = [
+            [e.get("epoch"), e.get("steps"), e.get("mean_loss"), e.get("accuracy")] for e in epochs
+        ]
+        click.echo("\n" + render_table(EPOCH_COLUMNS, cells))
+    hidden = ("steps", "job_id", "epochs")
+    summary = [(key, value) for key, value in data.items() if key not in hidden]
     if summary:
         click.echo("\n" + render_key_values(summary))
 

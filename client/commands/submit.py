@@ -21,6 +21,13 @@ from client.sdk import TERMINAL_STATES, SamClient
 @click.option(
     "--wait", is_flag=True, help="Follow the job (log on stderr); exit 0 only if it succeeds."
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A cerebras_config.yaml whose keys (target_device, num_epochs, checkpoint_dir, ...) "
+    "fill the job's compile_options, run_options and data_loading.",
+)
 @click.option("--parsable", is_flag=True, help="Print only the job id.")
 @click.option(
     "--dry-run", is_flag=True, help="Validate on the server and print the normalized spec."
@@ -47,6 +54,7 @@ from client.sdk import TERMINAL_STATES, SamClient
 @connection_options
 def submit(
     job_file: Path,
+    config_file: Path | None,
     wait: bool,
     parsable: bool,
     dry_run: bool,
@@ -66,6 +74,7 @@ def submit(
     """
     spec, files = load_job_file(
         job_file,
+        config_file,
         allow_outside=allow_outside,
         on_outside=lambda field, path: echo_message(
             f"warning: {field}: uploading {path}, from outside the job file's folder"

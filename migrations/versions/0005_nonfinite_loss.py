@@ -1,7 +1,7 @@
 """a step's loss may be NaN or infinite: null loss plus loss_nonfinite
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0003
 Create Date: 2026-12-01 01:40:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
-down_revision: str | None = "0002"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -178,6 +178,9 @@ class JobMetric(Base):
     sim_cycles: Mapped[int] = mapped_column(BigInteger)
     samples_per_sec: Mapped[float] = mapped_column(Float)
     attempt: Mapped[int] = mapped_column(Integer, default=1)
+    # Share of the step's predictions (argmax of the logits) equal to the targets; null when
+    # the loss is not a classification loss.
+    accuracy: Mapped[float | None] = mapped_column(Float)
 
 
 class JobAttempt(Base):

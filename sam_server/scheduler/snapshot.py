@@ -13,6 +13,7 @@ from sam_server.scheduling import Allocation, PolicyConfig, Quota, Snapshot, Ten
 from sam_server.scheduling import Job as PolicyJob
 from sam_server.scheduling import Wafer as PolicyWafer
 from sam_server.scheduling.fairshare import decay_usage
+from sam_server.services.jobs import job_arch
 from sam_server.services.observe import wafer_online
 from sam_server.services.transitions import ACTIVE
 
@@ -53,6 +54,7 @@ def to_policy_job(job: Job) -> PolicyJob:
         last_preempted_at=_ts(job.last_preempted_at),
         preemptible=job.mode == "train"
         and bool((job.spec.get("run_options") or {}).get("checkpoint_enabled", True)),
+        arch=job_arch((job.spec.get("compile_options") or {}).get("target_device")),
     )
 
 
@@ -81,7 +83,9 @@ def build_snapshot(
             if j.wafer_id == w.id and j.state in HOLDS_REGION
         )
         online = wafer_online(w, now=datetime.fromtimestamp(now).astimezone(), stale_s=stale_s)
-        wafers.append(PolicyWafer(w.id, w.rows, w.cols, online=online, allocations=allocs))
+        wafers.append(
+            PolicyWafer(w.id, w.rows, w.cols, online=online, allocations=allocs, arch=w.arch)
+        )
     tenants = {
         t.name: _tenant_state(session, t, now, config)
         for t in session.execute(select(Tenant)).scalars()

@@ -35,13 +35,15 @@ class Allocation:
 
 @dataclass(frozen=True)
 class Wafer:
-    """One wafer's PE grid (rows x cols) and the regions allocated on it."""
+    """One wafer's PE grid (rows x cols), the regions allocated on it, and its arch ("wse2",
+    "wse3"; None in traces, where every job may use every wafer)."""
 
     id: str
     rows: int
     cols: int
     online: bool = True
     allocations: tuple[Allocation, ...] = ()
+    arch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class Job:
 
     `eligible_at` is when the job became eligible to run (age accrues from it); `started_at` is
     set for running jobs; `time_limit_s` is the wall-time limit used for reservations.
+    `arch` is the wafer arch the job was compiled for ("wse2", "wse3"): it runs only on a wafer
+    of that arch (None: any wafer).
     """
 
     id: JobId
@@ -85,11 +89,17 @@ class Job:
     preempt_count: int = 0
     last_preempted_at: float | None = None
     preemptible: bool = True
+    arch: str | None = None
 
     @property
     def pes(self) -> int:
         """PEs the job holds when running."""
         return self.rows * self.cols
+
+
+def arch_matches(wafer: Wafer, job: Job) -> bool:
+    """Whether `job` may run on `wafer`: same arch, or either side does not say."""
+    return job.arch is None or wafer.arch is None or wafer.arch == job.arch
 
 
 @dataclass(frozen=True)

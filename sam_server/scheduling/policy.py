@@ -34,6 +34,7 @@ from sam_server.scheduling.model import (
     Snapshot,
     Start,
     WaferMetrics,
+    arch_matches,
 )
 from sam_server.scheduling.placement import FitIndex, choose_placement
 from sam_server.scheduling.preemption import Held, choose_victims
@@ -131,6 +132,14 @@ def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> Non
     cycle.starts.append(Start(job.id, wafer_id, row, col, job.rows, job.cols))
 
 
+def _for_arch(cycle: _Cycle, job: Job, spaces: list[FreeSpace | None]) -> list[FreeSpace | None]:
+    """`spaces` with every wafer of another arch than the job's masked out (None)."""
+    if job.arch is None:
+        return spaces
+    wafers = cycle.snapshot.wafers
+    return [s if arch_matches(w, job) else None for s, w in zip(spaces, wafers, strict=True)]
+
+
 def _try_start(cycle: _Cycle, job: Job) -> bool:
     """Start `job` now if it fits (around the reservation, if any); True if it started."""
     res = cycle.reservation
@@ -138,7 +147,7 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     index = cycle.index_now() if short else cycle.index_long()
     if not index.fits(job.rows, job.cols):
         return False
-    views = cycle.spaces if short else cycle.long_spaces
+    views = _for_arch(cycle, job, cycle.spaces if short else cycle.long_spaces)
     spot = choose_placement(views, job.rows, job.cols, cycle.config.placement)
     if spot is None:
         return False
@@ -149,7 +158,9 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
 def _try_preempt(cycle: _Cycle, job: Job) -> bool:
     """Preempt lower-class jobs for the top blocked `job` if that lets it start; True if so."""
     wafers = [
-        (w.rows, w.cols, cycle.held[i]) if cycle.spaces[i] is not None else None
+        (w.rows, w.cols, cycle.held[i])
+        if cycle.spaces[i] is not None and arch_matches(w, job)
+        else None
         for i, w in enumerate(cycle.snapshot.wafers)
     ]
     choice = choose_victims(job, wafers, cycle.now, cycle.config)
@@ -169,7 +180,9 @@ def _try_preempt(cycle: _Cycle, job: Job) -> bool:
 def _reserve(cycle: _Cycle, job: Job) -> None:
     """Give the top blocked job a rectangle and start time; block that rectangle for long jobs."""
     wafers = [
-        (w.rows, w.cols, cycle.ends[i]) if cycle.spaces[i] is not None else None
+        (w.rows, w.cols, cycle.ends[i])
+        if cycle.spaces[i] is not None and arch_matches(w, job)
+        else None
         for i, w in enumerate(cycle.snapshot.wafers)
     ]
     found = earliest_start(job.rows, job.cols, wafers, cycle.now, cycle.config.placement)

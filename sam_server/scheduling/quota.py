@@ -15,17 +15,30 @@ from sam_server.scheduling.model import Job, JobId, Quota, Reason, TenantState, 
 
 
 def can_ever_fit(
-    rows: int, cols: int, wafers: Iterable[Wafer | tuple[int, int]], quota: Quota | None
+    rows: int,
+    cols: int,
+    wafers: Iterable[Wafer | tuple[int, int] | tuple[int, int, str]],
+    quota: Quota | None,
+    arch: str | None = None,
 ) -> str | None:
     """Why a rows x cols job can never run on these wafers under `quota`, or None if it can.
 
-    Offline wafers count (they may come back). The message tells the user what to change.
+    `wafers` are policy wafers or (rows, cols[, arch]) tuples; a job with an `arch` ("wse3")
+    can only use wafers of that arch. Offline wafers count (they may come back). The message
+    tells the user what to change.
     """
     if rows < 1 or cols < 1:
         return f"region {rows}x{cols} is empty; ask for at least 1x1 PEs"
-    shapes = [(w.rows, w.cols) if isinstance(w, Wafer) else (w[0], w[1]) for w in wafers]
-    if not shapes:
+    described = [_described(w) for w in wafers]
+    if not described:
         return "the cluster has no wafers; ask an admin to add one"
+    shapes = [(r, c) for r, c, a in described if arch is None or a is None or a == arch]
+    if not shapes:
+        have = sorted({a for _, _, a in described if a})
+        return (
+            f"the job targets {arch} but the cluster has only {', '.join(have)} wafers; set "
+            f"compile_options.target_device to one of those or ask an admin for a {arch} wafer"
+        )
     if not any(r >= rows and c >= cols for r, c in shapes):
         biggest = max(shapes, key=lambda s: s[0] * s[1])
         return (
@@ -41,6 +54,16 @@ def can_ever_fit(
         if quota.max_running_jobs is not None and quota.max_running_jobs < 1:
             return "the tenant's max_running_jobs is 0; ask an admin to raise it"
     return None
+
+
+def _described(
+    wafer: Wafer | tuple[int, int] | tuple[int, int, str],
+) -> tuple[int, int, str | None]:
+    """(rows, cols, arch or None) of a policy wafer or a (rows, cols[, arch]) tuple."""
+    if isinstance(wafer, Wafer):
+        return wafer.rows, wafer.cols, wafer.arch
+    arch = wafer[2] if len(wafer) > 2 else None
+    return int(wafer[0]), int(wafer[1]), str(arch) if arch is not None else None
 
 
 @dataclass

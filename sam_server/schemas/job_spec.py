@@ -118,13 +118,29 @@ class CompileOptions(_Strict):
     execution_mode: Literal["pipelined", "weight_streaming"] = "pipelined"
 
 
+class InitFrom(_Strict):
+    """Start from an earlier job's checkpoint (same tenant): its weights, optimizer state and
+    step count, so the losses continue as that job resumed would."""
+
+    job: str = Field(min_length=2, max_length=24, pattern=r"^[a-z0-9]+$")
+    step: int | None = Field(default=None, ge=1)  # None: that job's newest checkpoint
+
+
 class RunOptions(_Strict):
     num_epochs: int = Field(default=1, ge=1)
     steps_per_epoch: int = Field(default=100, ge=1)
     checkpoint_enabled: bool = True
     checkpoint_every: int = Field(default=50, ge=1)
+    # A folder inside the tenant's space of the artifact store ("runs/mnist"), never a host path.
+    checkpoint_dir: str | None = Field(default=None, max_length=200)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     stop_on_nan: bool = True
+    init_from: InitFrom | None = None
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _tenant_relative(cls, v: str | None) -> str | None:
+        return None if v is None else tenant_relative_dir(v)
 
     @property
     def total_steps(self) -> int:
@@ -164,6 +180,27 @@ class Resources(_Strict):
         if self.region is not None:
             return self.region.rows, self.region.cols
         return squarest_shape(self.pes or 1)
+
+
+_DIR_PART = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def tenant_relative_dir(value: str) -> str:
+    """`value` as a clean folder path inside the tenant's space ("./ckpt/" -> "ckpt"), or
+    ValueError for an absolute path, `..`, or odd characters."""
+    text = value.strip()
+    if text.startswith(("/", "~")) or "\\" in text or ":" in text:
+        raise ValueError(
+            f"checkpoint_dir {value!r} is a host path; it names a folder inside your tenant's "
+            "space in SAM's artifact store, e.g. 'checkpoints' or 'runs/mnist'"
+        )
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." or not _DIR_PART.match(p) for p in parts):
+        raise ValueError(
+            f"checkpoint_dir {value!r} must be a relative folder of letters, digits, '_', '-' "
+            "and '.', without '..' (e.g. 'runs/mnist')"
+        )
+    return "/".join(parts)
 
 
 def squarest_shape(pes: int) -> tuple[int, int]:

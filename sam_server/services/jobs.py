@@ -88,22 +88,32 @@ def check_can_ever_run(session: Session, principal: Principal, spec: JobSpec) ->
     rows, cols = spec.resources.shape()
     q = principal.quota
     quota = Quota(q.max_pes, q.max_running_jobs, q.max_queued_jobs, q.share) if q else None
-    why = can_ever_fit(rows, cols, wafer_shapes(session), quota)
+    arch = job_arch(spec.compile_options.target_device)
+    why = can_ever_fit(rows, cols, wafer_shapes(session), quota, arch=arch)
     if why is not None:
-        raise NeverFits(why, errors=[{"field": "spec.resources", "message": why}])
+        field = "spec.compile_options.target_device" if "targets" in why else "spec.resources"
+        raise NeverFits(why, errors=[{"field": field, "message": why}])
 
 
-_WAFER_CACHE: dict[str, tuple[float, list[tuple[int, int]]]] = {}
+def job_arch(target_device: str | None) -> str | None:
+    """The wafer arch ("wse2", "wse3") of a spec's compile_options.target_device ("WSE-3")."""
+    if not target_device:
+        return None
+    return target_device.lower().replace("-", "")
 
 
-def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int]]:
-    """(rows, cols) of every registered wafer; cached briefly, since wafers change rarely and
-    every submit needs them."""
+_WAFER_CACHE: dict[str, tuple[float, list[tuple[int, int, str]]]] = {}
+
+
+def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int, str]]:
+    """(rows, cols, arch) of every registered wafer; cached briefly, since wafers change rarely
+    and every submit needs them."""
     key = str(session.get_bind().engine.url)
     now = time.monotonic()
     cached = _WAFER_CACHE.get(key)
     if cached is None or now - cached[0] > ttl_s:
-        shapes = [(w.rows, w.cols) for w in session.execute(select(Wafer.rows, Wafer.cols)).all()]
+        query = select(Wafer.rows, Wafer.cols, Wafer.arch)
+        shapes = [(w.rows, w.cols, w.arch) for w in session.execute(query).all()]
         cached = _WAFER_CACHE[key] = (now, shapes)
     return cached[1]
 
@@ -142,6 +152,7 @@ def submit_job(
             "use 'high'"
         )
     check_can_ever_run(session, principal, parsed)
+    _check_init_from(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
     if idempotency_key:
@@ -163,6 +174,22 @@ def submit_job(
         user=SimpleNamespace(name=principal.name),
     )
     return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
+
+
+def _check_init_from(session: Session, principal: Principal, spec: JobSpec) -> None:
+    """run_options.init_from must name a job of the submitter's own tenant."""
+    wanted = spec.run_options.init_from
+    if wanted is None:
+        return
+    query = select(Job.id).where(Job.id == wanted.job, Job.tenant_id == principal.tenant_id)
+    if session.execute(query).first() is None:
+        message = (
+            f"no job {wanted.job!r} in your tenant to start from; `sam queue --all` lists yours"
+        )
+        raise InvalidSpec(
+            f"run_options.init_from.job: {message}",
+            errors=[{"field": "spec.run_options.init_from.job", "message": message}],
+        )
 
 
 def _insert_job(session: Session, values: dict[str, Any], principal: Principal) -> None:

@@ -39,6 +39,7 @@ class Claim:
     artifact_digest: str | None = None  # what the compile recorded; checked before a run
     checkpoint_step: int | None = None  # the checkpoint to resume from (None: step 0)
     checkpoint_sha256: str | None = None  # its hash as recorded when it was written
+    tenant: str = ""  # the tenant's name (its space in the artifact store)
 
 
 def _claim_of(job: Job) -> Claim:
@@ -65,6 +66,7 @@ def _claim_of(job: Job) -> Claim:
         (job.compile_summary or {}).get("artifact_sha256"),
         job.checkpoint_step,
         job.checkpoint_sha256,
+        job.tenant.name,
     )
 
 
@@ -254,6 +256,7 @@ def record_steps(
                 sim_cycles=s["sim_cycles"],
                 samples_per_sec=s["samples_per_sec"],
                 attempt=attempt,
+                accuracy=s.get("accuracy"),
             )
             for s in steps
         )

@@ -39,9 +39,11 @@ def metrics(session: Session, *, job: Job) -> dict[str, Any]:
     ).scalars()
     steps = [metric_view(m) for m in rows]
     total_cycles = sum(s["sim_cycles"] for s in steps)
+    per_epoch = int((job.spec.get("run_options") or {}).get("steps_per_epoch") or 0)
     return {
         "job_id": job.id,
         "steps": steps,
+        "epochs": epoch_summaries(steps, per_epoch),
         "total_steps": job.total_steps,
         "total_sim_cycles": total_cycles,
         "final_loss": steps[-1]["loss"] if steps else None,
@@ -55,10 +57,34 @@ def metric_view(m: JobMetric) -> dict[str, Any]:
         "loss": m.loss,
         "sim_cycles": m.sim_cycles,
         "samples_per_sec": m.samples_per_sec,
+        "accuracy": m.accuracy,
     }
     if m.loss_nonfinite:
         view["loss_nonfinite"] = m.loss_nonfinite
     return view
+
+
+def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[dict[str, Any]]:
+    """`[{epoch, steps, mean_loss, accuracy}]` per epoch (1-based) with at least one step;
+    accuracy is the mean of the steps' accuracies, null when the loss is not classification."""
+    if steps_per_epoch < 1:
+        return []
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for row in steps:
+        groups.setdefault(row["step"] // steps_per_epoch + 1, []).append(row)
+    out = []
+    for epoch, rows in sorted(groups.items()):
+        accuracies = [r["accuracy"] for r in rows if r["accuracy"] is not None]
+        losses = [r["loss"] for r in rows if r["loss"] is not None]  # null: not finite
+        out.append(
+            {
+                "epoch": epoch,
+                "steps": len(rows),
+                "mean_loss": sum(losses) / len(losses) if len(losses) == len(rows) else None,
+                "accuracy": sum(accuracies) / len(accuracies) if accuracies else None,
+            }
+        )
+    return out
 
 
 def explain(job: Job) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def test_explain_uses_the_breakdown_the_server_gives_without_asking_the_queue(
 def test_metrics_table_has_one_row_per_step(run_sam, fake: FakeSam) -> None:
     fake.add_job(state="succeeded")
     lines = run_sam("metrics", "1").stdout.splitlines()
-    assert lines[0].split() == ["STEP", "LOSS", "SIM_CYCLES", "SAMPLES/S"]
+    assert lines[0].split() == ["STEP", "LOSS", "SIM_CYCLES", "SAMPLES/S", "ACCURACY"]
     assert [line.split()[:2] for line in lines[1:4]] == [["0", "2"], ["1", "1.5"], ["2", "1"]]
     assert "final_loss: 1" in " ".join(" ".join(lines).split())
     assert len(run_sam("metrics", "1", "--last", "1").stdout.split("\n\n")[0].splitlines()) == 2

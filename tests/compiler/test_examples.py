@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
+from client.jobspec import load_job_file
 from compiler import compile_job
 from sam_server.schemas.job_spec import JobSpec
 
@@ -15,8 +15,10 @@ JOBS = sorted(EXAMPLES.glob("*/job.yaml"))
 
 
 def _load(job: Path) -> tuple[dict, dict[str, str]]:
-    parsed = JobSpec.model_validate(yaml.safe_load(job.read_text()))
-    files = {name: (job.parent / name).read_text() for name in parsed.referenced_files()}
+    # as `sam submit` reads it: a cerebras_config the job names is merged in
+    raw, files = load_job_file(job)
+    parsed = JobSpec.model_validate(raw)
+    assert set(parsed.referenced_files()) <= set(files)
     return parsed.model_dump(mode="json", by_alias=True), files
 
 

@@ -27,11 +27,13 @@ class JobReleasedError(RuntimeError):
 
 @dataclass(frozen=True)
 class StepResult:
-    """One training step: its loss (before the update), simulated cycles and samples/s."""
+    """One training step: its loss (before the update), simulated cycles and samples/s, and
+    for a classification loss the share of predictions (argmax of the logits) that were right."""
 
     loss: float
     sim_cycles: int
     samples_per_sec: float
+    accuracy: float | None = None
 
 
 class LoadedJob:
@@ -85,6 +87,7 @@ class LoadedJob:
             (self.program.input_slots[n] for n, r in self._roles.items() if r == "step"), None
         )
         self._state_slots = [(self.program.input_slots[n], n) for n in self.state]
+        self._accuracy_slots = _accuracy_slots(self.graph, self.program.slots)
         plan = build_plan(
             self.graph,
             self.kernels,
@@ -127,7 +130,10 @@ class LoadedJob:
         self.wall_seconds += time.perf_counter() - started
         batch = self.batch_size or int(np.shape(inputs)[0])
         return StepResult(
-            float(env[self.program.loss_slot]), cycles, batch * self.clock_hz / max(cycles, 1)
+            float(env[self.program.loss_slot]),
+            cycles,
+            batch * self.clock_hz / max(cycles, 1),
+            _accuracy(env, self._accuracy_slots),
         )
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -175,6 +181,34 @@ class LoadedJob:
         if self._owner_allocated and self.region.owner in self.wafer.regions:
             self.wafer.release(self.region.owner)
         self.released = True
+
+
+def _accuracy_slots(graph: dict[str, Any], slots: dict[str, int]) -> tuple[int, int, int] | None:
+    """(log-probabilities slot, targets slot, ignore_index) of the step's classification loss
+    (cross_entropy traces to log_softmax + nll_loss), or None for other losses."""
+    for node in graph["nodes"]:
+        if not str(node["target"]).startswith("aten.nll_loss_forward"):
+            continue
+        args = node.get("args") or []
+        if len(args) > 1 and isinstance(args[0], dict) and isinstance(args[1], dict):
+            ignore = args[4] if len(args) > 4 and isinstance(args[4], int) else -100
+            return slots[args[0]["ref"]], slots[args[1]["ref"]], ignore
+    return None
+
+
+def _accuracy(env: Any, found: tuple[int, int, int] | None) -> float | None:
+    """Share of rows whose argmax over classes equals the target (ignored targets excluded)."""
+    if found is None:
+        return None
+    logp, targets, ignore = np.asarray(env[found[0]]), np.asarray(env[found[1]]), found[2]
+    if logp.ndim == 0:
+        return None
+    predicted = logp.reshape(-1, logp.shape[-1]).argmax(axis=-1)
+    wanted = targets.reshape(-1)
+    keep = wanted != ignore
+    if predicted.shape != wanted.shape or not keep.any():
+        return None
+    return float((predicted[keep] == wanted[keep]).mean())
 
 
 def _initial_state(

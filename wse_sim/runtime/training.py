@@ -21,6 +21,7 @@ class StepRecord:
     loss: float
     sim_cycles: int
     samples_per_sec: float
+    accuracy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,17 @@ def train(
     stop_on_nan: bool,
     on_step: Callable[[StepRecord], None],
     should_stop: Callable[[], bool],
+    steps_done_offset: int = 0,
 ) -> TrainOutcome:
     """Run steps start_step .. total_steps-1, one batch each from `batches` (batches of those steps).
 
     A checkpoint is written after every `checkpoint_every`-th step (state with k steps done is
     checkpoint k). A non-finite loss with stop_on_nan ends the run with status "numerical" before
     the step's update is checkpointed. `should_stop()` is polled before every step ("stopped").
+    `steps_done_offset`: updates applied before this job's step 0 (a job started from another
+    job's checkpoint), so the optimizer's step count continues from there.
     """
-    job.steps_done = start_step
+    job.steps_done = start_step + steps_done_offset
     last_step, last_ckpt = start_step - 1, None
     for step in range(start_step, total_steps):
         if should_stop():
@@ -69,7 +73,11 @@ def train(
         with np.errstate(all="ignore"):
             result = job.step(inputs, targets)
         last_step = step
-        on_step(StepRecord(step, result.loss, result.sim_cycles, result.samples_per_sec))
+        on_step(
+            StepRecord(
+                step, result.loss, result.sim_cycles, result.samples_per_sec, result.accuracy
+            )
+        )
         if stop_on_nan and not math.isfinite(result.loss):
             return TrainOutcome(
                 "numerical",

@@ -1,0 +1,28 @@
+"""per-step accuracy in job_metrics (epoch summaries of classification jobs)
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-12-01 01:10:00
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0003"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("job_metrics", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("accuracy", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("job_metrics", schema=None) as batch_op:
+        batch_op.drop_column("accuracy")
