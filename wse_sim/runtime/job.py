@@ -32,6 +32,8 @@ class StepResult:
     loss: float
     sim_cycles: int
     samples_per_sec: float
+    skipped: bool = False  # loss scaling found inf/nan gradients: no update was applied
+    loss_scale: float | None = None  # the loss scale after this step (None: no loss scaling)
 
 
 class LoadedJob:
@@ -84,6 +86,13 @@ class LoadedJob:
         self._step_slot = next(
             (self.program.input_slots[n] for n, r in self._roles.items() if r == "step"), None
         )
+        self._micro_slot = next(
+            (self.program.input_slots[n] for n, r in self._roles.items() if r == "micro"), None
+        )
+        self.micro_batches = int(self.manifest.get("micro_batches") or 1)
+        self._scale_name = next(
+            (i["name"] for i in self.graph["inputs"] if i.get("source_name") == "_amp.scale"), None
+        )
         self._state_slots = [(self.program.input_slots[n], n) for n in self.state]
         plan = build_plan(
             self.graph,
@@ -91,6 +100,8 @@ class LoadedJob:
             fp16=self.fp16,
             weight_streaming=self.manifest.get("execution_mode") == "weight_streaming",
             region_shape=(region.rows, region.cols),
+            optimizer_offload=bool(self.manifest.get("optimizer_state_offload")),
+            global_checks=step_checks(self.manifest),
         )
         self.charger = StepCharger(plan, replay=replay_timing)
 
@@ -109,6 +120,28 @@ class LoadedJob:
                 "this job was released; load the artifact again to run more steps"
             )
         started = time.perf_counter()
+        losses, cycles, env = [], 0, []
+        for micro, (x, y) in enumerate(_split(inputs, targets, self.micro_batches)):
+            env = self._run_once(x, y, micro)
+            losses.append(float(env[self.program.loss_slot]))
+            cycles += self.charger.charge(self.region)
+        self.steps_done += 1
+        self.total_cycles += cycles
+        self.steps_run += 1
+        self.wall_seconds += time.perf_counter() - started
+        batch = self.batch_size or int(np.shape(inputs)[0])
+        found = self.program.metric_slots.get("found_inf")
+        return StepResult(
+            # micro-batches are equal slices, so the mean of their mean losses is the batch's
+            float(np.mean(np.asarray(losses, dtype=np.float64))),
+            cycles,
+            batch * self.clock_hz / max(cycles, 1),
+            skipped=found is not None and bool(env[found] > 0),
+            loss_scale=float(self.state[self._scale_name]) if self._scale_name else None,
+        )
+
+    def _run_once(self, inputs: np.ndarray, targets: np.ndarray, micro: int) -> list[Any]:
+        """Run the graph once on one (micro-)batch and apply its state updates; returns env."""
         env = self.program.new_env()
         for slot, name in self._state_slots:
             env[slot] = self.state[name]
@@ -116,19 +149,13 @@ class LoadedJob:
             env[slot] = np.asarray(inputs if role == "input" else targets, dtype=dtype)
         if self._step_slot is not None:
             env[self._step_slot] = np.asarray(self.steps_done, dtype=np.float32)
+        if self._micro_slot is not None:
+            env[self._micro_slot] = np.asarray(micro, dtype=np.float32)
         for run in self.program.runs:
             run(env)
         for name, slot in self.program.state_updates:
             self.state[name] = env[slot]
-        self.steps_done += 1
-        cycles = self.charger.charge(self.region)
-        self.total_cycles += cycles
-        self.steps_run += 1
-        self.wall_seconds += time.perf_counter() - started
-        batch = self.batch_size or int(np.shape(inputs)[0])
-        return StepResult(
-            float(env[self.program.loss_slot]), cycles, batch * self.clock_hz / max(cycles, 1)
-        )
+        return env
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Weights, buffers and optimizer state keyed by source name ("fc1.weight.exp_avg"), plus
@@ -182,7 +209,7 @@ def _initial_state(
 ) -> dict[str, np.ndarray]:
     state = {}
     for inp in graph["inputs"]:
-        if inp["role"] not in ("param", "buffer", "opt_state", "constant"):
+        if inp["role"] not in ("param", "buffer", "opt_state", "constant", "grad_acc"):
             continue
         if inp["name"] not in tensors:
             raise ArtifactMismatchError(
@@ -192,6 +219,34 @@ def _initial_state(
             tensors[inp["name"]], dtype=program.input_dtypes[inp["name"]], copy=True
         )
     return state
+
+
+def _split(
+    inputs: np.ndarray, targets: np.ndarray, count: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`count` equal micro-batches along dim 0 (the compiler chose a count dividing the batch)."""
+    if count <= 1:
+        return [(inputs, targets)]
+    if np.shape(inputs)[0] % count:
+        raise ArtifactMismatchError(
+            f"a batch of {np.shape(inputs)[0]} does not split into {count} micro-batches; "
+            "use the batch_size the job was compiled for"
+        )
+    return list(
+        zip(np.split(np.asarray(inputs), count), np.split(np.asarray(targets), count), strict=True)
+    )
+
+
+def step_checks(manifest: dict[str, Any]) -> list[str]:
+    """The whole-region reductions a step runs after its gradients exist: the global gradient
+    norm (clip by norm) and GradScaler's inf/nan check."""
+    train = manifest.get("train") or {}
+    checks = []
+    if (train.get("grad_clip") or {}).get("max_norm") is not None:
+        checks.append("grad_norm")
+    if manifest.get("loss_scaling"):
+        checks.append("found_inf")
+    return checks
 
 
 def _allocate_sram(region: Region, manifest: dict[str, Any]) -> None:
