@@ -110,6 +110,7 @@ def _write_files(
         }
         (root / "program" / f"{kernel['id']}.json").write_text(canonical_json(program))
     (root / "graph.json").write_text(canonical_json(graph))
-    np.savez(root / "init.npz", **{k: np.ascontiguousarray(v) for k, v in tensors.items()})  # type: ignore[arg-type]
+    # np.asarray(order="C"), not ascontiguousarray, which turns a 0-d scalar state into shape (1,)
+    np.savez(root / "init.npz", **{k: np.asarray(v, order="C") for k, v in tensors.items()})  # type: ignore[arg-type]
     # The manifest is written last: its presence marks a complete artifact.
     (root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))

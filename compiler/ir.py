@@ -11,7 +11,8 @@ the op set in `compiler.ops.SUPPORTED_OPS`.
               "shape": [..], "dtype": "float32",            # a tensor output, or for tuple outputs
               "shapes": [[..], ..], "dtypes": [..],          # one entry per tuple element
               "kernel": "k3" | null, "source": "model.py:12 in forward" | null}],
- "outputs": [{"role": "loss"|"param"|"opt_state"|"buffer", "ref": "n40", "name": "fc1.weight"}]}
+ "outputs": [{"role": "loss"|"param"|"opt_state"|"buffer"|"grad_acc"|"metric", "ref": "n40",
+              "name": "fc1.weight"}]}
 ```
 
 Roles of inputs, in this order in `inputs`:
@@ -47,8 +48,20 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "sam-ir/1"
-INPUT_ROLES = ("param", "buffer", "opt_state", "step", "input", "target", "constant")
-OUTPUT_ROLES = ("loss", "param", "opt_state", "buffer")
+# grad_acc/micro: gradient accumulators and the micro-batch index of a micro-batched step;
+# metric: a per-step value the runtime reads but never feeds back (GradScaler's found_inf).
+INPUT_ROLES = (
+    "param",
+    "buffer",
+    "opt_state",
+    "grad_acc",
+    "step",
+    "micro",
+    "input",
+    "target",
+    "constant",
+)
+OUTPUT_ROLES = ("loss", "param", "opt_state", "buffer", "grad_acc", "metric")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 _ENUM_KEYS = ("dtype", "device", "layout", "memory_format")
 

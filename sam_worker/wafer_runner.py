@@ -60,6 +60,14 @@ class StepReporter:
                 f"{rec.samples_per_sec:.4g} samples/s (simulated)",
             )
         )
+        if getattr(rec, "skipped", False):
+            self.lines.append(
+                (
+                    "WARNING",
+                    f"step {rec.step}: inf/nan gradients, update skipped; "
+                    f"loss scale lowered to {rec.loss_scale:g}",
+                )
+            )
         # The runtime writes checkpoint k right after step k-1's callback: every step before it
         # must be in the database first, or a crash after the checkpoint would lose those steps'
         # metrics (the next attempt resumes at k and never recomputes them).

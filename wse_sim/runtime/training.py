@@ -21,6 +21,8 @@ class StepRecord:
     loss: float
     sim_cycles: int
     samples_per_sec: float
+    skipped: bool = False  # loss scaling found inf/nan gradients: the update was skipped
+    loss_scale: float | None = None  # the loss scale after the step (None: no loss scaling)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,16 @@ def train(
         with np.errstate(all="ignore"):
             result = job.step(inputs, targets)
         last_step = step
-        on_step(StepRecord(step, result.loss, result.sim_cycles, result.samples_per_sec))
+        on_step(
+            StepRecord(
+                step,
+                result.loss,
+                result.sim_cycles,
+                result.samples_per_sec,
+                result.skipped,
+                result.loss_scale,
+            )
+        )
         if stop_on_nan and not math.isfinite(result.loss):
             return TrainOutcome(
                 "numerical",
