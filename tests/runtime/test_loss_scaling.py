@@ -126,9 +126,8 @@ def test_fp16_job_that_overflows_without_scaling_trains_with_it(wafer) -> None:
 
 
 def test_skipped_steps_are_logged(tmp_path) -> None:
-    from wse_sim.runtime.training import StepRecord
-
     from sam_worker.wafer_runner import StepReporter
+    from wse_sim.runtime.training import StepRecord
 
     reporter = StepReporter("sqlite://", "job", "owner", 1, tmp_path, every_s=3600)
     reporter.on_step(StepRecord(3, 1.5, 100, 10.0, skipped=True, loss_scale=32768.0))
