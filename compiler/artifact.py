@@ -3,7 +3,8 @@
 Layout (all JSON or .npz loaded with allow_pickle=False):
 - `manifest.json`: {"format": "sam-artifact/1", "compiler_version", "torch_version", "cache_key",
   "arch", "region": {"rows", "cols"}, "execution_mode", "fp16", "batch_size",
-  "optimizer_state_offload", "summary" (the compile summary),
+  "optimizer_state_offload", "summary" (the compile summary), "micro_batches" (the graph is one
+  micro-batch's step; "batch_size" is the whole batch), "loss_scaling" (bool),
   "kernels": [{"id": "k3", "nodes": ["n5", ...], "op": "matmul"|"conv"|"softmax"|"layer_norm"|
                "embedding"|"pool"|"loss"|"elementwise" (the kernel's main op family),
                "rect": [r, c, h, w] (region-relative, disjoint), "flops": int,

@@ -20,11 +20,17 @@ Roles of inputs, in this order in `inputs`:
 - `buffer`: a module buffer (source_name "bn.running_mean").
 - `opt_state`: optimizer state (source_name "fc1.weight.exp_avg", ".exp_avg_sq", ".max_exp_avg_sq",
   ".momentum_buffer"); initial value zeros. SGD's first-step rule (buffer = grad) is in the graph.
+  With loss scaling, three float32 scalars follow: `_amp.scale`, `_amp.growth_tracker` and
+  `_amp.updates` (updates applied; skipped steps do not count).
+- `grad_acc` (micro-batching only): a gradient accumulator per param ("fc1.weight.grad_acc"),
+  then `micro`: float32 scalar, the 0-based micro-batch index; the update applies at the last.
 - `step`: float32 scalar (shape []) = the 0-based index of this training step, i.e. the number of
   optimizer updates already applied. The runtime passes k at step k (absolute k after a resume).
 - `input`, `target`: the batch from `compiler.data.iter_batches`.
 - `constant` (extension): a tensor constant captured from the model code; value in init.npz.
-Initial values of every param/buffer/opt_state/constant input are in the artifact's init.npz.
+Initial values of every param/buffer/opt_state/grad_acc/constant input are in init.npz.
+Outputs with role `metric` (GradScaler's `found_inf`, 1.0 when the step skipped its update) are
+read by the runtime and never fed back.
 
 Arg encoding: `{"ref": "n3"}` names a node or an input; tuple outputs are read through nodes with
 `"target": "getitem"` and args `[{"ref": "n7"}, 0]`; scalars and lists are plain JSON (lists may
