@@ -123,6 +123,7 @@ def test_fp16_job_that_overflows_without_scaling_trains_with_it(wafer) -> None:
         torch._amp_update_scale_(scale, tracker, torch.tensor([float(result.skipped)]), 2.0, 0.5, 4)
         assert result.loss_scale == scale.item()
     assert float(job.state[scale_name]) == results[-1].loss_scale
+    assert float(job.state_dict()["_amp.scale"]) == results[-1].loss_scale  # it is checkpointed
 
 
 def test_skipped_steps_are_logged(tmp_path) -> None:

@@ -117,3 +117,24 @@ def test_optimizer_offload_fits_a_model_that_ooms_and_charges_host_time() -> Non
     # Streaming ~2 x 136 KB over the region's host channels dominates this small step.
     assert offload > 0.3 * shown["throughput"]["cycles_per_step"]
     assert shown["compile"]["optimizer_state_offload"] is True
+
+
+def test_micro_batching_composes_with_clipping_and_schedule() -> None:
+    from test_train_options import eager_losses
+
+    spec = _spec(
+        data={"batch_size": 256},
+        compile_options={"max_activation_memory": "48KB"},
+        train={
+            "optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 0.1},
+            "grad_clip": {"max_norm": 0.2},
+            "lr_scheduler": {"name": "warmup_cosine", "warmup_iters": 3, "T_max": 6},
+        },
+    )
+    result = compile_job(spec, {}, region=(3, 3), cache_dir=_CACHE)
+    assert result.summary["activation_budget"]["micro_batches"] > 1
+    job = rt.load(
+        load_artifact(result.artifact_dir), Wafer("wse2", rows=8, cols=8), (0, 0, 3, 3), "a"
+    )
+    # The global norm is over the accumulated (full-batch) gradient, as in eager PyTorch.
+    assert rel_error(run_steps(job, spec, 10), eager_losses(spec, 10)) < 1e-3
