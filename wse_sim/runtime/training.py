@@ -77,8 +77,8 @@ def train(
                 result.loss,
                 result.sim_cycles,
                 result.samples_per_sec,
-                result.skipped,
-                result.loss_scale,
+                skipped=result.skipped,
+                loss_scale=result.loss_scale,
             )
         )
         if stop_on_nan and not math.isfinite(result.loss):
