@@ -149,15 +149,13 @@ def _plan_pipelined(
 
 def _add_offload(plan: CompilePlan, micro: int, arch: ArchInfo, region: tuple[int, int]) -> None:
     """Host-resident optimizer state streams in and back out every (micro-)step over the host
-    channels (two per 16 rows, as wse_sim's host link model), in series with the step."""
-    offloaded = sum(p.memory.offloaded for p in plan.kernels)
-    if not offloaded:
-        return
-    channels = 2 * max(1, region[0] // 16)
-    plan.offload_bytes_per_step = 2 * offloaded * micro
-    plan.offload_cycles_per_step = int(
-        math.ceil(plan.offload_bytes_per_step / (arch.host_bytes_per_cycle * channels))
-    )
+    channels of each kernel's rectangle (wse_sim's host link model), in series with the step."""
+    cycles = 0.0
+    for p in plan.kernels:
+        height = p.rect[2] if p.rect else region[0]
+        cycles += 2 * p.memory.offloaded / (arch.host_bytes_per_cycle * arch.host_channels(height))
+    plan.offload_bytes_per_step = 2 * micro * sum(p.memory.offloaded for p in plan.kernels)
+    plan.offload_cycles_per_step = int(math.ceil(micro * cycles))
     plan.cycles_per_step += plan.offload_cycles_per_step
 
 

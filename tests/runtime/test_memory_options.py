@@ -116,6 +116,9 @@ def test_optimizer_offload_fits_a_model_that_ooms_and_charges_host_time() -> Non
     offload = shown["throughput"]["offload_cycles_per_step"]
     # Streaming ~2 x 136 KB over the region's host channels dominates this small step.
     assert offload > 0.3 * shown["throughput"]["cycles_per_step"]
+    # The compiler's estimate uses the simulator's host link model.
+    estimate = result.summary["optimizer_offload"]["host_cycles_per_step"]
+    assert abs(estimate - offload) <= 0.05 * offload
     assert shown["compile"]["optimizer_state_offload"] is True
 
 
