@@ -24,6 +24,13 @@ class ArchInfo:
     host_bytes_per_cycle: (
         float  # per host I/O channel (7 Gb/s at 850 MHz); one per 16 rows per edge
     )
+    io_channels_per_edge: int = 60  # host channels on each of the East and West edges
+    max_memcpy_channels: int = 16  # the most channels one transfer may use
+
+    def host_channels(self, rows: int) -> int:
+        """Host channels a rectangle `rows` high streams through (wse_sim's host link model)."""
+        share = round(2 * rows * self.io_channels_per_edge / self.rows)
+        return int(min(self.max_memcpy_channels, max(1, share)))
 
 
 _FALLBACK = {
@@ -66,6 +73,8 @@ def get_arch_info(name: str | None) -> ArchInfo:
         ),
         clock_hz=float(getattr(sim, "clock_hz", fallback.clock_hz)),
         host_bytes_per_cycle=_host_bytes_per_cycle(sim, fallback),
+        io_channels_per_edge=int(getattr(sim, "io_channels_per_edge", 60)),
+        max_memcpy_channels=int(getattr(sim, "max_memcpy_channels", 16)),
     )
 
 

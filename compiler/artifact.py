@@ -3,7 +3,8 @@
 Layout (all JSON or .npz loaded with allow_pickle=False):
 - `manifest.json`: {"format": "sam-artifact/1", "compiler_version", "torch_version", "cache_key",
   "arch", "region": {"rows", "cols"}, "execution_mode", "fp16", "batch_size",
-  "optimizer_state_offload", "summary" (the compile summary),
+  "optimizer_state_offload", "summary" (the compile summary), "micro_batches" (the graph is one
+  micro-batch's step; "batch_size" is the whole batch), "loss_scaling" (bool),
   "kernels": [{"id": "k3", "nodes": ["n5", ...], "op": "matmul"|"conv"|"softmax"|"layer_norm"|
                "embedding"|"pool"|"loss"|"elementwise" (the kernel's main op family),
                "rect": [r, c, h, w] (region-relative, disjoint), "flops": int,
@@ -113,7 +114,8 @@ def _write_files(
         }
         (root / "program" / f"{kernel['id']}.json").write_text(canonical_json(program))
     (root / "graph.json").write_text(canonical_json(graph))
-    np.savez(root / "init.npz", **{k: np.ascontiguousarray(v) for k, v in tensors.items()})  # type: ignore[arg-type]
+    # np.asarray(order="C"), not ascontiguousarray, which turns a 0-d scalar state into shape (1,)
+    np.savez(root / "init.npz", **{k: np.asarray(v, order="C") for k, v in tensors.items()})  # type: ignore[arg-type]
     # The manifest is written last: its presence marks a complete artifact. It lists every
     # other file's hash, so a file changed later is caught on load (compiler.integrity).
     manifest = dict(manifest, files=hash_files(root))

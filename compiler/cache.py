@@ -72,10 +72,15 @@ def request_key(
     return hashlib.sha256(canonical_json(_scoped(body, namespace)).encode()).hexdigest()
 
 
+_STEP_OPTIONS = ("fp16_enabled", "_micro_batches")
+
+
 def trace_key(spec: dict[str, Any], files: dict[str, str], namespace: str | None = None) -> str:
     """Hash of what tracing depends on: the model, data and train sections and the files."""
     body = {
         "spec": {s: spec.get(s) for s in ("model", "data", "train")},
+        # fp16 turns loss scaling on and micro-batching changes the traced shapes
+        "step": {k: (spec.get("compile_options") or {}).get(k) for k in _STEP_OPTIONS},
         "files": dict(sorted(files.items())),
         "compiler": COMPILER_VERSION,
     }

@@ -148,6 +148,17 @@ def _compile(
     req_key, namespace = keys
     graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
     options = compile_options(spec)
+    budget = None
+    if options.get("activation_budget_bytes") and not options.get("streaming"):
+        from compiler.micro_batching import fit_budget
+
+        def retrace(trial: dict[str, Any]) -> dict[str, Any]:
+            return trace_job(trial, files, limits, namespace)[0]
+
+        spec, graph, budget = fit_budget(spec, graph, options, region[0] * region[1], retrace)
+        if budget.micro_batches > 1:
+            graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
+            options = compile_options(spec)
     key = compile_cache.content_key(graph, tensors, options, arch_name, region, namespace)
     arch = get_arch_info(arch_name)
     target = compile_cache.artifact_dir(cache_dir, key)
@@ -159,6 +170,11 @@ def _compile(
     plan = plan_compile(graph, options, arch, region, do_placement=not validate)
     seconds = time.perf_counter() - start
     summary = build_summary(plan, graph, arch, region, key, seconds, trace_info)
+    if budget is not None:
+        summary["activation_budget"] = dict(
+            budget.to_summary(),
+            cycles_per_micro_batch=plan.cycles_per_step // budget.micro_batches,
+        )
     if validate:
         compile_cache.write_index(
             cache_dir, req_key, {"cache_key": key, "artifact": None, "summary": summary}

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -25,7 +24,7 @@ from compiler.errors import ModelError
 from compiler.fx_to_ir import fx_to_ir
 from compiler.model_source import build_model, load_batch_function
 from compiler.opcheck import check_supported, scan_unsupported_eagerly
-from compiler.training import OptimizerConfig, compute_loss, functional_update
+from compiler.training_step import StepLayout, initial_inputs, make_step_function
 from compiler.user_code import user_code_error
 
 
@@ -36,17 +35,6 @@ class TracedStep:
     graph: dict[str, Any]
     tensors: dict[str, np.ndarray]
     fx: torch.fx.GraphModule | None = None
-
-
-@dataclass
-class StepLayout:
-    """How the flat inputs and outputs of the step function map to model state."""
-
-    param_names: list[str]
-    buffer_names: list[str]
-    state_names: list[str]
-    loss_kind: str
-    optimizer: OptimizerConfig
 
 
 def example_batch(
@@ -62,60 +50,6 @@ def example_batch(
         raise user_code_error("calling make_batch(0, batch_size)", exc) from exc
 
 
-def make_step_function(model: nn.Module, layout: StepLayout):
-    """The training step as a function of flat tensors -> [loss, *params, *state, *buffers]."""
-    n_p, n_b = len(layout.param_names), len(layout.buffer_names)
-    n_s = len(layout.state_names)
-
-    def step_fn(*flat: torch.Tensor) -> list[torch.Tensor]:
-        params = list(flat[:n_p])
-        states = list(flat[n_p + n_b : n_p + n_b + n_p * n_s])
-        step, inputs, targets = flat[-3:]
-        args = (inputs, targets) if layout.loss_kind == "model" else (inputs,)
-
-        def loss_of(trainable: list[torch.Tensor]):
-            buffers = [b.clone() for b in flat[n_p : n_p + n_b]]
-            state_dict = {
-                **dict(zip(layout.param_names, trainable, strict=False)),
-                **dict(zip(layout.buffer_names, buffers, strict=False)),
-            }
-            output = torch.func.functional_call(model, state_dict, args)
-            loss = compute_loss(layout.loss_kind, output, targets)
-            return loss, (loss, buffers)
-
-        grads, (loss, buffers) = torch.func.grad(loss_of, has_aux=True)(params)
-        new_params, new_states = [], []
-        for i, (param, grad) in enumerate(zip(params, grads, strict=False)):
-            old_state = states[i * n_s : (i + 1) * n_s]
-            p, s = functional_update(layout.optimizer, param, grad, old_state, step)
-            new_params.append(p)
-            new_states.extend(s)
-        return [loss, *new_params, *new_states, *buffers]
-
-    return step_fn
-
-
-def initial_inputs(model: nn.Module, layout: StepLayout, batch: tuple[np.ndarray, np.ndarray]):
-    """(flat input tensors, IR input descriptors without names) in the step function's order."""
-    params = dict(model.named_parameters())
-    buffers = dict(model.named_buffers())
-    flat: list[torch.Tensor] = []
-    described: list[tuple[str, str]] = []
-    for name in layout.param_names:
-        flat.append(params[name].detach().clone())
-        described.append(("param", name))
-    for name in layout.buffer_names:
-        flat.append(buffers[name].detach().clone())
-        described.append(("buffer", name))
-    for name in layout.param_names:
-        for state in layout.state_names:
-            flat.append(torch.zeros_like(params[name]).detach())
-            described.append(("opt_state", f"{name}.{state}"))
-    flat += [torch.tensor(0.0), torch.from_numpy(batch[0]), torch.from_numpy(batch[1])]
-    described += [("step", "step"), ("input", "inputs"), ("target", "targets")]
-    return flat, described
-
-
 def trace_training_step(
     spec: dict[str, Any],
     files: dict[str, str] | None = None,
@@ -126,14 +60,8 @@ def trace_training_step(
     """Trace spec's training step to SAM-IR; raises ModelError / UnsupportedOperator on bad models."""
     model = build_model(spec, files, source_dir)
     batch = example_batch(spec, files, source_dir)
-    layout = StepLayout(
-        param_names=[n for n, _ in model.named_parameters()],
-        buffer_names=[n for n, _ in model.named_buffers()],
-        state_names=OptimizerConfig.from_spec(spec["train"]["optimizer"]).state_names(),
-        loss_kind=spec["train"].get("loss", "cross_entropy"),
-        optimizer=OptimizerConfig.from_spec(spec["train"]["optimizer"]),
-    )
-    flat, described = initial_inputs(model, layout, batch)
+    layout = StepLayout.for_spec(spec, model)
+    flat, described = initial_inputs(model, layout, micro_batch(batch, layout.micro_batches))
     step_fn = make_step_function(model, layout)
     user_files = tuple(source_files) or tuple((files or {}).keys())
     gm = _trace(step_fn, flat, user_files)
@@ -142,7 +70,7 @@ def trace_training_step(
     tensors = {
         inp["name"]: _to_numpy(t)
         for inp, t in zip(graph["inputs"], flat, strict=False)
-        if inp["role"] in ("param", "buffer", "opt_state")
+        if inp["role"] in ("param", "buffer", "opt_state", "grad_acc")
     }
     tensors.update(constants)
     return TracedStep(graph=graph, tensors=tensors, fx=gm)
@@ -165,6 +93,14 @@ def _trace(step_fn, flat: list[torch.Tensor], user_files: tuple[str, ...]) -> to
         # run the step eagerly once under an op recorder so the error lists every such op.
         scan_unsupported_eagerly(step_fn, flat, user_files, cause=exc)
         raise user_code_error("tracing the training step", exc) from exc
+
+
+def micro_batch(batch: tuple[np.ndarray, np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first of `count` equal micro-batches of `batch` (the shapes one micro-step sees)."""
+    if count <= 1:
+        return batch
+    size = batch[0].shape[0] // count
+    return batch[0][:size], batch[1][:size]
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:

@@ -13,8 +13,15 @@ from compiler.ir import FORMAT, encode_arg
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
-_PREFIX = {"param": "p", "buffer": "b", "opt_state": "s", "input": "x", "target": "y"}
-_FIXED_NAMES = {"step": "step", "input": "inputs", "target": "targets"}
+_PREFIX = {
+    "param": "p",
+    "buffer": "b",
+    "opt_state": "s",
+    "grad_acc": "g",
+    "input": "x",
+    "target": "y",
+}
+_FIXED_NAMES = {"step": "step", "input": "inputs", "target": "targets", "micro": "micro"}
 
 
 def fx_to_ir(
@@ -93,17 +100,9 @@ def _ir_node(node: torch.fx.Node, name: str, name_of: Any, user_files: tuple[str
 
 def _outputs(output_node: Any, names: dict, layout: Any) -> list[dict[str, Any]]:
     flat = list(torch.utils._pytree.tree_leaves(output_node.args[0]))
-    roles = ["loss"] + ["param"] * len(layout.param_names)
-    labels = ["loss"] + list(layout.param_names)
-    for p in layout.param_names:
-        for s in layout.state_names:
-            roles.append("opt_state")
-            labels.append(f"{p}.{s}")
-    roles += ["buffer"] * len(layout.buffer_names)
-    labels += list(layout.buffer_names)
     return [
-        {"role": r, "ref": names[v], "name": label}
-        for r, v, label in zip(roles, flat, labels, strict=False)
+        {"role": role, "ref": names[v], "name": label}
+        for (role, label), v in zip(layout.output_labels(), flat, strict=False)
     ]
 
 

@@ -11,7 +11,8 @@ the op set in `compiler.ops.SUPPORTED_OPS`.
               "shape": [..], "dtype": "float32",            # a tensor output, or for tuple outputs
               "shapes": [[..], ..], "dtypes": [..],          # one entry per tuple element
               "kernel": "k3" | null, "source": "model.py:12 in forward" | null}],
- "outputs": [{"role": "loss"|"param"|"opt_state"|"buffer", "ref": "n40", "name": "fc1.weight"}]}
+ "outputs": [{"role": "loss"|"param"|"opt_state"|"buffer"|"grad_acc"|"metric", "ref": "n40",
+              "name": "fc1.weight"}]}
 ```
 
 Roles of inputs, in this order in `inputs`:
@@ -19,11 +20,17 @@ Roles of inputs, in this order in `inputs`:
 - `buffer`: a module buffer (source_name "bn.running_mean").
 - `opt_state`: optimizer state (source_name "fc1.weight.exp_avg", ".exp_avg_sq", ".max_exp_avg_sq",
   ".momentum_buffer"); initial value zeros. SGD's first-step rule (buffer = grad) is in the graph.
+  With loss scaling, three float32 scalars follow: `_amp.scale`, `_amp.growth_tracker` and
+  `_amp.updates` (updates applied; skipped steps do not count).
+- `grad_acc` (micro-batching only): a gradient accumulator per param ("fc1.weight.grad_acc"),
+  then `micro`: float32 scalar, the 0-based micro-batch index; the update applies at the last.
 - `step`: float32 scalar (shape []) = the 0-based index of this training step, i.e. the number of
   optimizer updates already applied. The runtime passes k at step k (absolute k after a resume).
 - `input`, `target`: the batch from `compiler.data.iter_batches`.
 - `constant` (extension): a tensor constant captured from the model code; value in init.npz.
-Initial values of every param/buffer/opt_state/constant input are in the artifact's init.npz.
+Initial values of every param/buffer/opt_state/grad_acc/constant input are in init.npz.
+Outputs with role `metric` (GradScaler's `found_inf`, 1.0 when the step skipped its update) are
+read by the runtime and never fed back.
 
 Arg encoding: `{"ref": "n3"}` names a node or an input; tuple outputs are read through nodes with
 `"target": "getitem"` and args `[{"ref": "n7"}, 0]`; scalars and lists are plain JSON (lists may
@@ -47,8 +54,20 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "sam-ir/1"
-INPUT_ROLES = ("param", "buffer", "opt_state", "step", "input", "target", "constant")
-OUTPUT_ROLES = ("loss", "param", "opt_state", "buffer")
+# grad_acc/micro: gradient accumulators and the micro-batch index of a micro-batched step;
+# metric: a per-step value the runtime reads but never feeds back (GradScaler's found_inf).
+INPUT_ROLES = (
+    "param",
+    "buffer",
+    "opt_state",
+    "grad_acc",
+    "step",
+    "micro",
+    "input",
+    "target",
+    "constant",
+)
+OUTPUT_ROLES = ("loss", "param", "opt_state", "buffer", "grad_acc", "metric")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 _ENUM_KEYS = ("dtype", "device", "layout", "memory_format")
 

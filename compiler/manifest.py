@@ -8,6 +8,7 @@ from compiler import COMPILER_VERSION
 from compiler.arch import ArchInfo
 from compiler.artifact import FORMAT
 from compiler.cache import torch_version
+from compiler.step_options import LossScaleConfig
 
 
 def build_summary(
@@ -59,6 +60,10 @@ def build_summary(
             "host_cycles_per_step": int(plan.host_cycles_per_step),
         },
         "wirelength_hops": int(plan.wirelength_hops),
+        "optimizer_offload": {
+            "host_bytes_per_step": int(getattr(plan, "offload_bytes_per_step", 0)),
+            "host_cycles_per_step": int(getattr(plan, "offload_cycles_per_step", 0)),
+        },
         "compile_seconds": round(seconds, 4),
         "cache_hit": False,
         **trace_info,
@@ -110,7 +115,10 @@ def build_manifest(
         "execution_mode": summary["execution_mode"],
         "fp16": bool(opts.get("fp16_enabled")),
         "optimizer_state_offload": bool(opts.get("optimizer_state_offload")),
-        "batch_size": int(batch),
+        # the graph is one micro-batch's step; the job's batch is micro_batches of them
+        "micro_batches": int(opts.get("_micro_batches") or 1),
+        "loss_scaling": LossScaleConfig.from_spec(spec) is not None,
+        "batch_size": int(batch) * int(opts.get("_micro_batches") or 1),
         "kernels": kernels,
         "memory": summary["memory"],
         "memory_map": memory_map,

@@ -47,6 +47,13 @@ def oom_error(
     )
     if streaming_fits:
         fix += "; or set compile_options.execution_mode: weight_streaming (fits this region)"
+    activations = sum(p.memory.activations for p in planned)
+    if activations > sum(totals) // 3 and not options.get("micro_batches", 1) > 1:
+        # Mostly activations: a per-job budget below them makes the compiler micro-batch.
+        fix += (
+            f"; or set compile_options.max_activation_memory below the step's {activations} "
+            f"bytes of activations (e.g. '{max(1, activations // 4096)}KB') to micro-batch"
+        )
     fix += "; or reduce batch_size / model size."
     message = (
         f"kernel {_kernel_label(graph, worst)} needs {needed} bytes/PE ({parts}) > "

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.activation_budget import parse_activation_budget
 from compiler.arch import ArchInfo
 from compiler.errors import CompileOOM
 from compiler.ir import node_inputs
@@ -45,15 +46,21 @@ class CompilePlan:
     streamed_bytes_per_step: int = 0
     host_cycles_per_step: int = 0
     wirelength_hops: int = 0  # sum over kernel-to-kernel edges of centre-to-centre L1 distance
+    offload_bytes_per_step: int = 0  # optimizer state host -> wafer -> host (offload)
+    offload_cycles_per_step: int = 0
 
 
 def compile_options(spec: dict[str, Any]) -> dict[str, Any]:
     """The options that change a plan, from spec.compile_options."""
     opts = spec.get("compile_options") or {}
+    budget = parse_activation_budget(opts.get("max_activation_memory"))
     return {
         "fp16": bool(opts.get("fp16_enabled", False)),
         "optimizer_offload": bool(opts.get("optimizer_state_offload", False)),
-        "max_activation_memory": opts.get("max_activation_memory"),
+        # the older per-PE cap ("2KiB/PE"); a per-job budget micro-batches instead (driver)
+        "max_activation_memory": budget.per_pe_bytes if budget else None,
+        "activation_budget_bytes": budget.per_job_bytes if budget else None,
+        "micro_batches": int(opts.get("_micro_batches") or 1),
         "streaming": opts.get("execution_mode", "pipelined") == "weight_streaming",
     }
 
@@ -131,10 +138,25 @@ def _plan_pipelined(
     batch = _batch_size(graph)
     slowest = max(p.cycles for p in planned)
     fill = sum(p.cycles for p in planned) / batch
-    total = int(math.ceil(fill + (batch - 1) * slowest / batch))
-    plan = CompilePlan(planned, False, arch.sram_bytes, total, sum(p.kernel.flops for p in planned))
+    micro = int(options.get("micro_batches") or 1)  # the graph is one micro-batch's step
+    total = micro * int(math.ceil(fill + (batch - 1) * slowest / batch))
+    flops = micro * sum(p.kernel.flops for p in planned)
+    plan = CompilePlan(planned, False, arch.sram_bytes, total, flops)
     plan.wirelength_hops = wirelength(graph, planned) if do_placement else 0
+    _add_offload(plan, micro, arch, region)
     return plan
+
+
+def _add_offload(plan: CompilePlan, micro: int, arch: ArchInfo, region: tuple[int, int]) -> None:
+    """Host-resident optimizer state streams in and back out every (micro-)step over the host
+    channels of each kernel's rectangle (wse_sim's host link model), in series with the step."""
+    cycles = 0.0
+    for p in plan.kernels:
+        height = p.rect[2] if p.rect else region[0]
+        cycles += 2 * p.memory.offloaded / (arch.host_bytes_per_cycle * arch.host_channels(height))
+    plan.offload_bytes_per_step = 2 * micro * sum(p.memory.offloaded for p in plan.kernels)
+    plan.offload_cycles_per_step = int(math.ceil(micro * cycles))
+    plan.cycles_per_step += plan.offload_cycles_per_step
 
 
 def wirelength(graph: dict[str, Any], planned: list[PlannedKernel]) -> int:

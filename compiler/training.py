@@ -95,30 +95,40 @@ def functional_update(
     grad: torch.Tensor,
     state: list[torch.Tensor],
     step: torch.Tensor,
+    lr: float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """One optimizer update of `param` (any shape) -> (new param, new state); step = updates done."""
+    """One optimizer update of `param` (any shape) -> (new param, new state); step = updates done.
+
+    lr: this update's learning rate (a float64 scalar tensor under a schedule); default cfg.lr.
+    """
+    lr = cfg.lr if lr is None else lr
     if cfg.name == "sgd":
-        return _sgd(cfg, param, grad, state, step)
-    return _adam(cfg, param, grad, state, step)
+        return _sgd(cfg, param, grad, state, step, lr)
+    return _adam(cfg, param, grad, state, step, lr)
 
 
-def _sgd(cfg: OptimizerConfig, param, grad, state, step):
+def _as(value, like: torch.Tensor):
+    """A scheduled (tensor) learning-rate term in the parameter's dtype; a float stays a float."""
+    return value.to(like.dtype) if isinstance(value, torch.Tensor) else value
+
+
+def _sgd(cfg: OptimizerConfig, param, grad, state, step, lr):
     d_p = grad if cfg.weight_decay == 0 else grad + cfg.weight_decay * param
     if cfg.momentum == 0:
-        return param - cfg.lr * d_p, []
+        return param - _as(lr, param) * d_p, []
     (buf,) = state
     # torch.optim clones d_p into the buffer on the first update; later ones blend.
     blended = buf * cfg.momentum + (1 - cfg.dampening) * d_p
     buf = torch.where(step == 0, d_p, blended)
     d_p = d_p + cfg.momentum * buf if cfg.nesterov else buf
-    return param - cfg.lr * d_p, [buf]
+    return param - _as(lr, param) * d_p, [buf]
 
 
-def _adam(cfg: OptimizerConfig, param, grad, state, step):
+def _adam(cfg: OptimizerConfig, param, grad, state, step, lr):
     beta1, beta2 = cfg.betas
     if cfg.weight_decay != 0:
         if cfg.name == "adamw":
-            param = param * (1 - cfg.lr * cfg.weight_decay)
+            param = param * _as(1 - lr * cfg.weight_decay, param)
         else:
             grad = grad + cfg.weight_decay * param
     exp_avg, exp_avg_sq = state[0], state[1]
@@ -129,7 +139,7 @@ def _adam(cfg: OptimizerConfig, param, grad, state, step):
     t = step.to(torch.float64) + 1
     bias_correction1 = 1 - torch.pow(beta1, t)
     bias_correction2_sqrt = torch.sqrt(1 - torch.pow(beta2, t)).to(param.dtype)
-    step_size = (cfg.lr / bias_correction1).to(param.dtype)
+    step_size = (lr / bias_correction1).to(param.dtype)
     new_state = [exp_avg, exp_avg_sq]
     second = exp_avg_sq
     if cfg.amsgrad:

@@ -85,6 +85,12 @@ class StepReporter:
         summary = self.epochs.add(rec.step, loss, accuracy)
         if summary:
             self.line(summary)
+        if getattr(rec, "skipped", False):
+            self.line(
+                f"step {rec.step}: inf/nan gradients, update skipped; "
+                f"loss scale lowered to {rec.loss_scale:g}",
+                "WARNING",
+            )
         # The runtime writes checkpoint k right after step k-1's callback: every step before it
         # must be in the database first, or a crash after the checkpoint would lose those steps'
         # metrics (the next attempt resumes at k and never recomputes them).

@@ -35,6 +35,7 @@ class KernelMemory:
     activations: int = 0
     params: tuple[str, ...] = ()
     symbols: tuple[tuple[str, str, int], ...] = ()  # (symbol, category, bytes)
+    offloaded: int = 0  # optimizer-state bytes kept in host memory (optimizer_state_offload)
 
     def total(self) -> int:
         """Bytes over the whole kernel, all categories."""
@@ -66,6 +67,7 @@ def _add_weights(
     """Each parameter, its gradient and its optimizer state, on the kernel that owns it."""
     inputs = {i["name"]: i for i in graph["inputs"]}
     state_of = _state_by_param(graph)
+    accumulators = _state_by_param(graph, role="grad_acc")
 
     def size_of(name: str) -> int:
         return tensor_bytes(inputs[name]["shape"], inputs[name]["dtype"])
@@ -73,11 +75,14 @@ def _add_weights(
     for param, k in _param_owners(graph, kernel_of).items():
         size = size_of(param)
         grad = size if inputs[param]["role"] == "param" else 0
+        # A micro-batched step keeps a gradient accumulator beside each gradient.
+        grad += sum(size_of(a) for a in accumulators.get(param, []))
         states = [] if offload else state_of.get(param, [])
         plan = plans[k]
         plan.weights += size
         plan.gradients += grad
         plan.optimizer += sum(size_of(s) for s in states)
+        plan.offloaded += sum(size_of(s) for s in state_of.get(param, [])) if offload else 0
         plan.params += (param,)
         plan.symbols += ((param, "weights", size),)
         plan.symbols += ((param + ".grad", "gradients", grad),) if grad else ()
@@ -154,11 +159,12 @@ def _param_owners(graph: dict[str, Any], kernel_of: dict[str, int]) -> dict[str,
     return {p: owner.get(p, last) for p in params}
 
 
-def _state_by_param(graph: dict[str, Any]) -> dict[str, list[str]]:
+def _state_by_param(graph: dict[str, Any], role: str = "opt_state") -> dict[str, list[str]]:
+    """Param input name -> names of its `role` inputs (source names "<param>.<what>")."""
     by_source = {i["source_name"]: i["name"] for i in graph["inputs"] if i["role"] == "param"}
     result: dict[str, list[str]] = {}
     for inp in graph["inputs"]:
-        if inp["role"] == "opt_state":
+        if inp["role"] == role:
             param_source = inp["source_name"].rsplit(".", 1)[0]
             if param_source in by_source:
                 result.setdefault(by_source[param_source], []).append(inp["name"])

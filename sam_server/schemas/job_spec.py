@@ -104,18 +104,91 @@ class OptimizerSpec(_Strict):
         return self
 
 
+class GradClipSpec(_Strict):
+    """torch.nn.utils.clip_grad_norm_(max_norm, norm_type) or clip_grad_value_(clip_value)."""
+
+    max_norm: float | None = Field(default=None, gt=0)
+    norm_type: float | str = 2.0  # a p-norm (p > 0), or "inf"
+    clip_value: float | None = Field(default=None, gt=0)
+
+    @field_validator("norm_type", mode="before")
+    @classmethod
+    def _norm(cls, v: Any) -> float | str:
+        if str(v).lower() in ("inf", "infinity"):
+            return "inf"
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+            raise ValueError('norm_type is a positive number (a p-norm) or "inf"')
+        return float(v)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> GradClipSpec:
+        if (self.max_norm is None) == (self.clip_value is None):
+            raise ValueError(
+                "train.grad_clip needs max_norm (clip by norm) or clip_value, not both"
+            )
+        return self
+
+
+class LRSchedulerSpec(_Strict):
+    """A torch.optim.lr_scheduler, stepped once after every training step's update."""
+
+    name: Literal["step", "cosine", "linear", "warmup_cosine"]
+    step_size: int | None = Field(default=None, ge=1)  # step (StepLR)
+    gamma: float = Field(default=0.1, gt=0)  # step
+    T_max: int | None = Field(default=None, ge=1)  # cosine, warmup_cosine (CosineAnnealingLR)
+    eta_min: float = Field(default=0.0, ge=0)  # cosine, warmup_cosine
+    start_factor: float = Field(default=1.0 / 3, gt=0, le=1)  # linear, warmup_cosine (LinearLR)
+    end_factor: float = Field(default=1.0, ge=0, le=1)  # linear
+    total_iters: int = Field(default=5, ge=1)  # linear
+    warmup_iters: int | None = Field(default=None, ge=1)  # warmup_cosine
+
+    @model_validator(mode="after")
+    def _needed_fields(self) -> LRSchedulerSpec:
+        need = {
+            "step": ["step_size"],
+            "cosine": ["T_max"],
+            "warmup_cosine": ["warmup_iters", "T_max"],
+        }
+        missing = [k for k in need.get(self.name, []) if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"lr_scheduler {self.name!r} needs {missing}")
+        return self
+
+
+class LossScalingSpec(_Strict):
+    """Dynamic loss scaling with torch.amp.GradScaler's fields and defaults."""
+
+    enabled: bool | None = None  # None: on exactly when compile_options.fp16_enabled
+    init_scale: float = Field(default=65536.0, gt=0)
+    growth_factor: float = Field(default=2.0, gt=1)
+    backoff_factor: float = Field(default=0.5, gt=0, lt=1)
+    growth_interval: int = Field(default=2000, ge=1)
+
+
 class TrainSpec(_Strict):
     loss: Literal["cross_entropy", "mse", "model"] = "cross_entropy"
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
     seed: int = 0
+    grad_clip: GradClipSpec | None = None
+    lr_scheduler: LRSchedulerSpec | None = None
+    loss_scaling: LossScalingSpec = Field(default_factory=LossScalingSpec)
 
 
 class CompileOptions(_Strict):
     target_device: Literal["WSE-2", "WSE-3"] = "WSE-2"
     fp16_enabled: bool = False
     optimizer_state_offload: bool = False
-    max_activation_memory: int | None = Field(default=None, ge=1)
+    # A number is the seed's per-job budget in GB; "2KiB/PE" the older per-PE cap (see README).
+    max_activation_memory: float | str | None = None
     execution_mode: Literal["pipelined", "weight_streaming"] = "pipelined"
+
+    @field_validator("max_activation_memory", mode="before")
+    @classmethod
+    def _budget(cls, v: Any) -> Any:
+        from compiler.activation_budget import parse_activation_budget
+
+        parse_activation_budget(v)  # raises ValueError with the accepted forms
+        return v
 
 
 class InitFrom(_Strict):

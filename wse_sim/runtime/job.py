@@ -34,6 +34,8 @@ class StepResult:
     sim_cycles: int
     samples_per_sec: float
     accuracy: float | None = None
+    skipped: bool = False  # loss scaling found inf/nan gradients: no update was applied
+    loss_scale: float | None = None  # the loss scale after this step (None: no loss scaling)
 
 
 class LoadedJob:
@@ -86,6 +88,13 @@ class LoadedJob:
         self._step_slot = next(
             (self.program.input_slots[n] for n, r in self._roles.items() if r == "step"), None
         )
+        self._micro_slot = next(
+            (self.program.input_slots[n] for n, r in self._roles.items() if r == "micro"), None
+        )
+        self.micro_batches = int(self.manifest.get("micro_batches") or 1)
+        self._scale_name = next(
+            (i["name"] for i in self.graph["inputs"] if i.get("source_name") == "_amp.scale"), None
+        )
         self._state_slots = [(self.program.input_slots[n], n) for n in self.state]
         self._accuracy_slots = _accuracy_slots(self.graph, self.program.slots)
         plan = build_plan(
@@ -94,6 +103,8 @@ class LoadedJob:
             fp16=self.fp16,
             weight_streaming=self.manifest.get("execution_mode") == "weight_streaming",
             region_shape=(region.rows, region.cols),
+            optimizer_offload=bool(self.manifest.get("optimizer_state_offload")),
+            global_checks=step_checks(self.manifest),
         )
         self.charger = StepCharger(plan, replay=replay_timing)
 
@@ -112,6 +123,31 @@ class LoadedJob:
                 "this job was released; load the artifact again to run more steps"
             )
         started = time.perf_counter()
+        losses, cycles, env, accuracies = [], 0, [], []
+        for micro, (x, y) in enumerate(_split(inputs, targets, self.micro_batches)):
+            env = self._run_once(x, y, micro)
+            losses.append(float(env[self.program.loss_slot]))
+            accuracies.append(_accuracy(env, self._accuracy_slots))
+            cycles += self.charger.charge(self.region)
+        self.steps_done += 1
+        self.total_cycles += cycles
+        self.steps_run += 1
+        self.wall_seconds += time.perf_counter() - started
+        batch = self.batch_size or int(np.shape(inputs)[0])
+        found = self.program.metric_slots.get("found_inf")
+        return StepResult(
+            # micro-batches are equal slices, so the mean of their mean losses is the batch's
+            float(np.mean(np.asarray(losses, dtype=np.float64))),
+            cycles,
+            batch * self.clock_hz / max(cycles, 1),
+            # equal micro-batches: the batch's accuracy is the mean of theirs
+            accuracy=_mean_or_none(accuracies),
+            skipped=found is not None and bool(env[found] > 0),
+            loss_scale=float(self.state[self._scale_name]) if self._scale_name else None,
+        )
+
+    def _run_once(self, inputs: np.ndarray, targets: np.ndarray, micro: int) -> list[Any]:
+        """Run the graph once on one (micro-)batch and apply its state updates; returns env."""
         env = self.program.new_env()
         for slot, name in self._state_slots:
             env[slot] = self.state[name]
@@ -119,22 +155,13 @@ class LoadedJob:
             env[slot] = np.asarray(inputs if role == "input" else targets, dtype=dtype)
         if self._step_slot is not None:
             env[self._step_slot] = np.asarray(self.steps_done, dtype=np.float32)
+        if self._micro_slot is not None:
+            env[self._micro_slot] = np.asarray(micro, dtype=np.float32)
         for run in self.program.runs:
             run(env)
         for name, slot in self.program.state_updates:
             self.state[name] = env[slot]
-        self.steps_done += 1
-        cycles = self.charger.charge(self.region)
-        self.total_cycles += cycles
-        self.steps_run += 1
-        self.wall_seconds += time.perf_counter() - started
-        batch = self.batch_size or int(np.shape(inputs)[0])
-        return StepResult(
-            float(env[self.program.loss_slot]),
-            cycles,
-            batch * self.clock_hz / max(cycles, 1),
-            _accuracy(env, self._accuracy_slots),
-        )
+        return env
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Weights, buffers and optimizer state keyed by source name ("fc1.weight.exp_avg"), plus
@@ -196,6 +223,12 @@ def _accuracy_slots(graph: dict[str, Any], slots: dict[str, int]) -> tuple[int, 
     return None
 
 
+def _mean_or_none(values: list[float | None]) -> float | None:
+    """The mean of `values`, or None if any is None (no classification loss)."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known and len(known) == len(values) else None
+
+
 def _accuracy(env: Any, found: tuple[int, int, int] | None) -> float | None:
     """Share of rows whose argmax over classes equals the target (ignored targets excluded)."""
     if found is None:
@@ -216,7 +249,7 @@ def _initial_state(
 ) -> dict[str, np.ndarray]:
     state = {}
     for inp in graph["inputs"]:
-        if inp["role"] not in ("param", "buffer", "opt_state", "constant"):
+        if inp["role"] not in ("param", "buffer", "opt_state", "constant", "grad_acc"):
             continue
         if inp["name"] not in tensors:
             raise ArtifactMismatchError(
@@ -226,6 +259,34 @@ def _initial_state(
             tensors[inp["name"]], dtype=program.input_dtypes[inp["name"]], copy=True
         )
     return state
+
+
+def _split(
+    inputs: np.ndarray, targets: np.ndarray, count: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`count` equal micro-batches along dim 0 (the compiler chose a count dividing the batch)."""
+    if count <= 1:
+        return [(inputs, targets)]
+    if np.shape(inputs)[0] % count:
+        raise ArtifactMismatchError(
+            f"a batch of {np.shape(inputs)[0]} does not split into {count} micro-batches; "
+            "use the batch_size the job was compiled for"
+        )
+    return list(
+        zip(np.split(np.asarray(inputs), count), np.split(np.asarray(targets), count), strict=True)
+    )
+
+
+def step_checks(manifest: dict[str, Any]) -> list[str]:
+    """The whole-region reductions a step runs after its gradients exist: the global gradient
+    norm (clip by norm) and GradScaler's inf/nan check."""
+    train = manifest.get("train") or {}
+    checks = []
+    if (train.get("grad_clip") or {}).get("max_norm") is not None:
+        checks.append("grad_norm")
+    if manifest.get("loss_scaling"):
+        checks.append("found_inf")
+    return checks
 
 
 def _allocate_sram(region: Region, manifest: dict[str, Any]) -> None:

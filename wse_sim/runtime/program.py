@@ -34,6 +34,7 @@ class Program:
     state_updates: list[tuple[str, int]] = field(
         default_factory=list
     )  # (IR input name, output slot)
+    metric_slots: dict[str, int] = field(default_factory=dict)  # e.g. "found_inf" -> slot
 
     def new_env(self) -> list[Any]:
         """A fresh value list with one slot per graph value."""
@@ -176,6 +177,9 @@ def compile_program(
         input_dtypes={i["name"]: numpy_dtype(i["dtype"]) for i in graph["inputs"]},
         loss_slot=slots[_loss_ref(graph)],
         state_updates=_state_updates(graph, slots),
+        metric_slots={
+            o["name"]: slots[o["ref"]] for o in graph["outputs"] if o["role"] == "metric"
+        },
     )
 
 
@@ -191,7 +195,7 @@ def _state_updates(graph: Mapping[str, Any], slots: Mapping[str, int]) -> list[t
     by_source = {(i["role"], i.get("source_name") or i["name"]): i["name"] for i in graph["inputs"]}
     updates = []
     for out in graph["outputs"]:
-        if out["role"] == "loss":
+        if out["role"] in ("loss", "metric"):
             continue
         key = (out["role"], out.get("name"))
         if key not in by_source:

@@ -26,10 +26,22 @@ def _compile_summary(manifest: dict[str, Any]) -> dict[str, Any]:
         "flops_per_step",
         "memory",
         "weight_streaming",
+        "optimizer_state_offload",
+        "micro_batches",
+        "loss_scaling",
     )
     summary = {k: manifest[k] for k in keys if k in manifest}
     summary["kernels"] = len(manifest.get("kernels") or [])
+    compiled = manifest.get("summary") or {}
+    for key in ("activation_budget", "optimizer_offload"):
+        if key in compiled:
+            summary[key] = compiled[key]
     return summary
+
+
+def _cycles_of_kind(job: LoadedJob, kind: str) -> int:
+    """Simulated cycles per (micro-)step that the charges of `kind` took, over all kernels."""
+    return int(sum(by_kind.get(kind, 0) for by_kind in job.charger.kernel_cycles.values()))
 
 
 def _kernel_table(job: LoadedJob) -> list[dict[str, Any]]:
@@ -90,6 +102,9 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
             else None,
             "host_wall_seconds_per_step": job.wall_seconds
             / steps,  # simulator cost, not wafer time
+            # optimizer state streamed host <-> wafer (optimizer_state_offload), per step
+            "offload_cycles_per_step": _cycles_of_kind(job, "offload") * job.micro_batches,
+            "micro_batches": job.micro_batches,
         },
         "kernels": _kernel_table(job),
         "utilization_mean": float(np.mean(region.utilization())),

@@ -67,7 +67,7 @@ class Charge:
     """One engine operation of the plan: which kernel, what kind, and the call itself."""
 
     kernel: str
-    kind: str  # host | transfer | broadcast | compute | reduce | sync
+    kind: str  # host | transfer | broadcast | compute | reduce | sync | offload
     run: Callable[..., int]  # run(region=...) -> cycles
 
 
@@ -161,10 +161,15 @@ def build_plan(
     fp16: bool,
     weight_streaming: bool,
     region_shape: tuple[int, int],
+    optimizer_offload: bool = False,
+    global_checks: tuple[str, ...] | list[str] = (),
 ) -> TimingPlan:
     """The timing plan of one step (see the module docstring).
 
     kernels: the manifest's kernel list ({id, rect, flops, nodes}); region_shape: (rows, cols).
+    optimizer_offload: optimizer state streams in from the host before each kernel's update and
+    back out after it ("offload" charges over the host link). global_checks: names of one-word
+    whole-region allreduces (the global gradient norm, the inf/nan check) each step runs.
     """
     facts = _GraphFacts(graph, kernels)
     rects: dict[str, Rect] = {k["id"]: tuple(int(v) for v in k["rect"]) for k in kernels}  # type: ignore[misc]
@@ -179,14 +184,48 @@ def build_plan(
     for kid in order:
         rect = rects.get(kid, whole)
         _inbound(plan, kid, rect, nodes_of[kid], facts, rects, whole, fp16, weight_streaming)
+        if optimizer_offload and not weight_streaming:
+            _offload(plan, kid, rect, nodes_of[kid], facts, fp16, inbound=True)
         for node in nodes_of[kid]:
             _collectives(plan, kid, rect, node, facts, fp16)
         per_pe = flops.get(kid, 0) / (rect[2] * rect[3])
         plan.charges.append(
             Charge(kid, "compute", partial(_call, wse_sim.compute, rect, per_pe, dtype))
         )
+    for check in global_checks:
+        # Each kernel reduces its own gradients locally (in its compute); the partial results
+        # then meet in one whole-region allreduce before any update may use them.
+        plan.charges.append(Charge(check, "reduce", partial(_call, wse_sim.allreduce, whole, 1)))
+    if optimizer_offload and not weight_streaming:
+        for kid in order:
+            _offload(plan, kid, rects.get(kid, whole), nodes_of[kid], facts, fp16, inbound=False)
     _finish(plan, graph, facts, rects, whole, fp16, weight_streaming)
     return plan
+
+
+def _offload(
+    plan: TimingPlan,
+    kid: str,
+    rect: Rect,
+    nodes: list[Mapping[str, Any]],
+    facts: _GraphFacts,
+    fp16: bool,
+    *,
+    inbound: bool,
+) -> None:
+    """Host-resident optimizer state read by kernel `kid`: in from the host before its update,
+    the new state back out after it, both over the host I/O channels of its rectangle."""
+    refs = {r for node in nodes for r in _refs([node.get("args", []), node.get("kwargs", {})])}
+    words = sum(
+        _words(facts.shape[r], facts.dtype[r], False)
+        for r in refs
+        if facts.role.get(r) == "opt_state"
+    )
+    if words:
+        move = wse_sim.host_to_region if inbound else wse_sim.region_to_host
+        plan.charges.append(
+            Charge(kid, "offload", partial(_call, partial(move, streamed=True), words, rect))
+        )
 
 
 def _inbound(

@@ -22,6 +22,8 @@ class StepRecord:
     sim_cycles: int
     samples_per_sec: float
     accuracy: float | None = None
+    skipped: bool = False  # loss scaling found inf/nan gradients: the update was skipped
+    loss_scale: float | None = None  # the loss scale after the step (None: no loss scaling)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,13 @@ def train(
         last_step = step
         on_step(
             StepRecord(
-                step, result.loss, result.sim_cycles, result.samples_per_sec, result.accuracy
+                step,
+                result.loss,
+                result.sim_cycles,
+                result.samples_per_sec,
+                result.accuracy,
+                skipped=result.skipped,
+                loss_scale=result.loss_scale,
             )
         )
         if stop_on_nan and not math.isfinite(result.loss):
