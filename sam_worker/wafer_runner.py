@@ -312,7 +312,7 @@ def _resume(
     try:
         state = runtime.load_checkpoint(path, expected_sha256=claim.checkpoint_sha256)
     except CheckpointError as exc:
-        reporter.line(f"checkpoint of step {step} not used: {exc}; starting over", "WARN")
+        reporter.line(f"checkpoint of step {step} not used: {exc}; starting at step 0", "WARN")
         set_aside(path)
         return None
     job.load_state_dict(state)
