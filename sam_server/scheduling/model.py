@@ -85,11 +85,20 @@ class Job:
     preempt_count: int = 0
     last_preempted_at: float | None = None
     preemptible: bool = True
+    shapes: tuple[tuple[int, int], ...] = ()
+    """A flexible job's other acceptable (rows, cols) shapes; () = only rows x cols."""
 
     @property
     def pes(self) -> int:
         """PEs the job holds when running."""
         return self.rows * self.cols
+
+    def candidate_shapes(self, flexible: bool = True) -> tuple[tuple[int, int], ...]:
+        """The asked shape first, then (when `flexible`) the alternatives, without repeats."""
+        asked = (self.rows, self.cols)
+        if not flexible or not self.shapes:
+            return (asked,)
+        return (asked, *(s for s in self.shapes if s != asked))
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,13 @@ class PolicyConfig:
       Slurm's bf_min_age_reserve): a small job blocked for a moment does not take it from a
       large job that has waited; 0 is classic EASY (the first blocked job reserves).
     - eta_depth: ETAs are estimated for this many jobs at the head of the queue (others None).
+    - flexible: a job with alternative `shapes` may start in whichever fits the free space best
+      (False: only its asked shape, as the anchors do).
+    - reservations: how many blocked jobs get a reservation (1 = EASY, more = conservative
+      backfill for the top k); a job only starts now if it ends before, or stays out of, every
+      reservation that starts before it would end.
+    - migration: a checkpointing job may be moved (checkpoint, release, restart elsewhere) when
+      that frees a rectangle for the top blocked job now; at most `max_migrations_per_job`.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -134,6 +150,10 @@ class PolicyConfig:
     max_preemptions_per_job: int = 3
     reserve_after_s: float = 600.0
     eta_depth: int = 100_000
+    flexible: bool = True
+    reservations: int = 1
+    migration: bool = False
+    max_migrations_per_job: int = 1
 
 
 @dataclass(frozen=True)
@@ -206,6 +226,8 @@ class Reservation:
     rows: int
     cols: int
     start_time: float
+    time_limit_s: float = 0.0
+    """How long the reserved job may hold the rectangle (later reservations avoid it till then)."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +254,8 @@ class Plan:
     reservation: Reservation | None
     wafer_metrics: dict[str, WaferMetrics]
     order: list[JobId]
+    reservations: list[Reservation] = field(default_factory=list)
+    """Every reservation of this plan (conservative backfill), earliest start first."""
 
 
 def fcfs_config() -> PolicyConfig:
@@ -242,11 +266,17 @@ def fcfs_config() -> PolicyConfig:
         backfill=False,
         preemption=False,
         reserve_after_s=0.0,
+        flexible=False,
     )
 
 
 def easy_config() -> PolicyConfig:
     """EASY backfill in submit order with first-fit placement (the Slurm-like anchor)."""
     return PolicyConfig(
-        ordering="fifo", placement="first_fit", backfill=True, preemption=False, reserve_after_s=0.0
+        ordering="fifo",
+        placement="first_fit",
+        backfill=True,
+        preemption=False,
+        reserve_after_s=0.0,
+        flexible=False,
     )

@@ -17,10 +17,10 @@ snapshot always gives the same plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
-from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.geometry import FreeSpace, Rect
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Job,
@@ -35,16 +35,33 @@ from sam_server.scheduling.model import (
     Start,
     WaferMetrics,
 )
-from sam_server.scheduling.placement import FitIndex, choose_placement
+from sam_server.scheduling.placement import FitIndex, Placement, choose_placement
 from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
-from sam_server.scheduling.reservation import TimedRect, earliest_start
+from sam_server.scheduling.reservation import EarliestStart, TimedRect, earliest_start
 
 WAITING_STATES = ("queued", "compiling", "pending")
 MAX_RESERVE_ATTEMPTS = 8
 """Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
 no known end gets none; the next is tried, but not the whole queue)."""
+MAX_RESERVE_SHAPES = 3
+"""A flexible job's reservation considers its first few shapes (each costs a time walk)."""
+
+
+@dataclass
+class _Layer:
+    """Free space as seen by jobs that would still run at `start`: every reservation starting
+    at or before it is blocked out (conservative backfill keeps one layer per reservation)."""
+
+    start: float
+    spaces: list[FreeSpace | None]
+    fit: FitIndex | None = None
+
+    def index(self) -> FitIndex:
+        if self.fit is None:
+            self.fit = FitIndex(self.spaces)
+        return self.fit
 
 
 @dataclass
@@ -55,29 +72,45 @@ class _Cycle:
     now: float
     config: PolicyConfig
     spaces: list[FreeSpace | None]
-    long_spaces: list[FreeSpace | None]
     ledger: QuotaLedger
     held: list[list[Held]]
     ends: list[list[TimedRect]]
     starts: list[Start] = field(default_factory=list)
     preemptions: list[Preempt] = field(default_factory=list)
     preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
-    reservation: Reservation | None = None
+    preempt_reservation: Reservation | None = None
+    reservations: list[Reservation] = field(default_factory=list)
+    layers: list[_Layer] = field(default_factory=list)
     fit_now: FitIndex | None = None
-    fit_long: FitIndex | None = None
     preempt_tried: bool = False
     reserve_attempts: int = 0
     lowest_running_rank: int = len(CLASS_RANK)
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The top reservation (the preemptor's, or the earliest-starting one)."""
+        if self.preempt_reservation is not None:
+            return self.preempt_reservation
+        return self.reservations[0] if self.reservations else None
 
     def index_now(self) -> FitIndex:
         if self.fit_now is None:
             self.fit_now = FitIndex(self.spaces)
         return self.fit_now
 
+    def view_for(self, end: float) -> tuple[list[FreeSpace | None], FitIndex]:
+        """Free space and fit index for a job ending at `end` (reservations before it blocked)."""
+        chosen: _Layer | None = None
+        for layer in self.layers:
+            if layer.start < end:
+                chosen = layer
+        if chosen is None:
+            return self.spaces, self.index_now()
+        return chosen.spaces, chosen.index()
+
     def index_long(self) -> FitIndex:
-        if self.fit_long is None:
-            self.fit_long = FitIndex(self.long_spaces)
-        return self.fit_long
+        """Fit index with every reservation blocked."""
+        return self.layers[-1].index() if self.layers else self.index_now()
 
 
 def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
@@ -94,7 +127,7 @@ def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
         ends.append([TimedRect(r, _end_of(j)) for r, j in zip(rects, running, strict=True)])
         spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if wafer.online else None)
     ledger = QuotaLedger.of(snapshot.tenants, snapshot.jobs)
-    cycle = _Cycle(snapshot, now, config, spaces, list(spaces), ledger, held, ends)
+    cycle = _Cycle(snapshot, now, config, spaces, ledger, held, ends)
     ranks = [CLASS_RANK.get(j.priority_class, 1) for j in snapshot.jobs if j.state == "running"]
     cycle.lowest_running_rank = min(ranks, default=len(CLASS_RANK))
     return cycle
@@ -115,15 +148,19 @@ def _order_key(job: Job, prio: PriorityBreakdown | None, config: PolicyConfig) -
 
 
 def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> None:
-    """Record a start and take its rectangle out of every view."""
+    """Record a start (in `job`'s shape) and take its rectangle out of every view."""
     rect = (row, col, job.rows, job.cols)
     space = cycle.spaces[wafer_index]
     assert space is not None
     space.occupy(rect)
-    long_space = cycle.long_spaces[wafer_index]
-    if long_space is not None and long_space is not space:
-        long_space.occupy(rect)
-    cycle.fit_now = cycle.fit_long = None
+    done = {id(space)}
+    for layer in cycle.layers:
+        other = layer.spaces[wafer_index]
+        if other is not None and id(other) not in done:
+            done.add(id(other))
+            other.occupy(rect)
+        layer.fit = None
+    cycle.fit_now = None
     cycle.ledger.add(job)
     cycle.held[wafer_index].append(Held(rect, None))
     cycle.ends[wafer_index].append(TimedRect(rect, cycle.now + job.time_limit_s))
@@ -132,17 +169,26 @@ def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> Non
 
 
 def _try_start(cycle: _Cycle, job: Job) -> bool:
-    """Start `job` now if it fits (around the reservation, if any); True if it started."""
-    res = cycle.reservation
-    short = res is None or cycle.now + job.time_limit_s <= res.start_time
-    index = cycle.index_now() if short else cycle.index_long()
-    if not index.fits(job.rows, job.cols):
+    """Start `job` now if one of its shapes fits (around the reservations); True if it did.
+
+    A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
+    """
+    views, index = cycle.view_for(cycle.now + job.time_limit_s)
+    best: tuple[tuple, Placement, tuple[int, int]] | None = None
+    for rows, cols in job.candidate_shapes(cycle.config.flexible):
+        if not index.fits(rows, cols):
+            continue
+        spot = choose_placement(views, rows, cols, cycle.config.placement)
+        if spot is None:
+            continue
+        key = (spot.score, rows * cols)
+        if best is None or key < best[0]:
+            best = (key, spot, (rows, cols))
+    if best is None:
         return False
-    views = cycle.spaces if short else cycle.long_spaces
-    spot = choose_placement(views, job.rows, job.cols, cycle.config.placement)
-    if spot is None:
-        return False
-    _start(cycle, job, spot.wafer_index, spot.row, spot.col)
+    _, spot, (rows, cols) = best
+    shaped = job if (rows, cols) == (job.rows, job.cols) else replace(job, rows=rows, cols=cols)
+    _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
     return True
 
 
@@ -160,31 +206,57 @@ def _try_preempt(cycle: _Cycle, job: Job) -> bool:
         cycle.preemptions.append(Preempt(victim.id, job.id, reason))
     cycle.preempting[job.id] = [v.id for v in choice.victims]
     wafer = cycle.snapshot.wafers[choice.wafer_index]
-    cycle.reservation = Reservation(
+    cycle.preempt_reservation = Reservation(
         job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
     )
     return True
 
 
 def _reserve(cycle: _Cycle, job: Job) -> None:
-    """Give the top blocked job a rectangle and start time; block that rectangle for long jobs."""
+    """Give a blocked job a rectangle and start time; block it for the jobs that overlap it.
+
+    Earlier reservations count as held until they end, so a later one never overlaps them in
+    space and time. A flexible job reserves whichever of its shapes starts first.
+    """
+    extra: list[list[TimedRect]] = [[] for _ in cycle.snapshot.wafers]
+    index = {w.id: i for i, w in enumerate(cycle.snapshot.wafers)}
+    for res in cycle.reservations:
+        rect = (res.row, res.col, res.rows, res.cols)
+        extra[index[res.wafer_id]].append(TimedRect(rect, res.start_time + res.time_limit_s))
     wafers = [
-        (w.rows, w.cols, cycle.ends[i]) if cycle.spaces[i] is not None else None
+        (w.rows, w.cols, cycle.ends[i] + extra[i]) if cycle.spaces[i] is not None else None
         for i, w in enumerate(cycle.snapshot.wafers)
     ]
-    found = earliest_start(job.rows, job.cols, wafers, cycle.now, cycle.config.placement)
-    if found is None:
+    best: tuple[tuple[float, int], EarliestStart, tuple[int, int]] | None = None
+    shapes = job.candidate_shapes(cycle.config.flexible)[:MAX_RESERVE_SHAPES]
+    for rows, cols in shapes:
+        found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
+        if found is not None and (best is None or (found.start, rows * cols) < best[0]):
+            best = ((found.start, rows * cols), found, (rows, cols))
+    if best is None:
         return
+    _, found, (rows, cols) = best
     wafer = cycle.snapshot.wafers[found.wafer_index]
-    cycle.reservation = Reservation(
-        job.id, wafer.id, found.row, found.col, job.rows, job.cols, found.start
+    res = Reservation(
+        job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.time_limit_s
     )
-    space = cycle.spaces[found.wafer_index]
-    assert space is not None
-    blocked = space.copy()
-    blocked.occupy((found.row, found.col, job.rows, job.cols), counts_as_used=False)
-    cycle.long_spaces[found.wafer_index] = blocked
-    cycle.fit_long = None
+    cycle.reservations.append(res)
+    cycle.reservations.sort(key=lambda r: (r.start_time, str(r.job_id)))
+    _add_layer(cycle, found.wafer_index, (found.row, found.col, rows, cols), found.start)
+
+
+def _add_layer(cycle: _Cycle, wafer_index: int, rect: Rect, start: float) -> None:
+    """Block `rect` from `start` on: a new layer, and in every layer that starts later."""
+    position = sum(1 for layer in cycle.layers if layer.start <= start)
+    below = cycle.layers[position - 1].spaces if position > 0 else cycle.spaces
+    cycle.layers.insert(position, _Layer(start, list(below)))
+    for layer in cycle.layers[position:]:
+        space = layer.spaces[wafer_index]
+        assert space is not None
+        blocked = space.copy()  # copy on write: other layers may share this wafer's space
+        blocked.occupy(rect, counts_as_used=False)
+        layer.spaces[wafer_index] = blocked
+        layer.fit = None
 
 
 def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
@@ -198,7 +270,7 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
         if _try_start(cycle, job):
             continue
         blocked_seen = True
-        if cycle.reservation is not None or cycle.preempting:
+        if len(cycle.reservations) >= cycle.config.reservations or cycle.preempting:
             continue
         if _may_preempt(cycle, job) and _try_preempt(cycle, job):
             continue
@@ -260,6 +332,7 @@ def plan(
         reservation=cycle.reservation,
         wafer_metrics=_metrics(cycle),
         order=[j.id for j in left],
+        reservations=list(cycle.reservations),
     )
 
 
