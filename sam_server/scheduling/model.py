@@ -132,8 +132,8 @@ class PolicyConfig:
     - reservations: how many blocked jobs get a reservation (1 = EASY, more = conservative
       backfill for the top k); a job only starts now if it ends before, or stays out of, every
       reservation that starts before it would end.
-    - migration: a checkpointing job may be moved (checkpoint, release, restart elsewhere) when
-      that frees a rectangle for the top blocked job now; at most `max_migrations_per_job`.
+    - protect_oldest: the longest-waiting job of the top class present goes first in the walk
+      (it starts, or takes the first reservation), which bounds its wait as EASY does.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -151,9 +151,8 @@ class PolicyConfig:
     reserve_after_s: float = 600.0
     eta_depth: int = 100_000
     flexible: bool = True
-    reservations: int = 1
-    migration: bool = False
-    max_migrations_per_job: int = 1
+    reservations: int = 2
+    protect_oldest: bool = True
 
 
 @dataclass(frozen=True)
@@ -267,6 +266,8 @@ def fcfs_config() -> PolicyConfig:
         preemption=False,
         reserve_after_s=0.0,
         flexible=False,
+        reservations=1,
+        protect_oldest=False,
     )
 
 
@@ -279,4 +280,6 @@ def easy_config() -> PolicyConfig:
         preemption=False,
         reserve_after_s=0.0,
         flexible=False,
+        reservations=1,
+        protect_oldest=False,
     )

@@ -280,6 +280,23 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
                 _reserve(cycle, job)
 
 
+def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
+    """The walk order: with `protect_oldest`, the longest-waiting job goes first.
+
+    Ordering by priority alone lets a steady stream of short jobs keep a long one waiting; put
+    first, the oldest job starts or takes the first reservation, so its wait is bounded as under
+    EASY (whose first blocked job is always the oldest), while the rest still go by priority.
+    """
+    if not cycle.config.protect_oldest or len(pending) < 2:
+        return pending
+    top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
+    peers = [j for j in pending if CLASS_RANK.get(j.priority_class, 1) == top]
+    oldest = min(peers, key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
+    if cycle.now - oldest.eligible_at < cycle.config.reserve_after_s:
+        return pending
+    return [oldest, *(j for j in pending if j is not oldest)]
+
+
 def _may_preempt(cycle: _Cycle, job: Job) -> bool:
     """Whether `job` gets this cycle's one preemption attempt: the first blocked job whose class
     is above the lowest class running (checking every blocked job would cost O(queue x held))."""
@@ -321,7 +338,7 @@ def plan(
         prios = {j.id: calc.breakdown(j, now) for j in waiting}
     ordered = sorted(waiting, key=lambda j: _order_key(j, prios.get(j.id), config))
     compiles = _compiles(ordered, snapshot.compile_slots_free, cycle.ledger)
-    _schedule_pending(cycle, [j for j in ordered if j.state == "pending"])
+    _schedule_pending(cycle, _oldest_first([j for j in ordered if j.state == "pending"], cycle))
     started = {s.job_id for s in cycle.starts}
     left = [j for j in ordered if j.id not in started] if explain else []
     return Plan(
