@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--interarrival", type=float, default=1.0)
     parser.add_argument("--policies", default="fcfs,easy,sam,oned-easy")
     parser.add_argument("--matrix", action="store_true", help="run the whole matrix")
-    parser.add_argument("--slice-jobs", type=int, default=1500, help="jobs per matrix slice")
+    parser.add_argument("--slice-jobs", type=int, default=1000, help="jobs per matrix slice")
     parser.add_argument("--slices", type=int, default=2, help="slices per trace")
     args = parser.parse_args()
     if args.matrix:

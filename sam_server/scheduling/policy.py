@@ -39,7 +39,7 @@ from sam_server.scheduling.placement import FitIndex, Placement, choose_placemen
 from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
-from sam_server.scheduling.reservation import EarliestStart, TimedRect, earliest_start
+from sam_server.scheduling.reservation import TimedRect, earliest_start, earliest_time
 
 WAITING_STATES = ("queued", "compiling", "pending")
 MAX_RESERVE_ATTEMPTS = 8
@@ -178,6 +178,8 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     for rows, cols in job.candidate_shapes(cycle.config.flexible):
         if not index.fits(rows, cols):
             continue
+        if rows * cols > job.pes and cycle.ledger.blocks(replace(job, rows=rows, cols=cols)):
+            continue  # a larger shape would take the tenant over max_pes
         spot = choose_placement(views, rows, cols, cycle.config.placement)
         if spot is None:
             continue
@@ -227,15 +229,17 @@ def _reserve(cycle: _Cycle, job: Job) -> None:
         (w.rows, w.cols, cycle.ends[i] + extra[i]) if cycle.spaces[i] is not None else None
         for i, w in enumerate(cycle.snapshot.wafers)
     ]
-    best: tuple[tuple[float, int], EarliestStart, tuple[int, int]] | None = None
     shapes = job.candidate_shapes(cycle.config.flexible)[:MAX_RESERVE_SHAPES]
-    for rows, cols in shapes:
-        found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
-        if found is not None and (best is None or (found.start, rows * cols) < best[0]):
-            best = ((found.start, rows * cols), found, (rows, cols))
-    if best is None:
+    if len(shapes) > 1:  # the shape that can start first (then the smallest), placed below
+        times = [
+            (max(cycle.now, earliest_time(r, c, wafers)), r * c, i)
+            for i, (r, c) in enumerate(shapes)
+        ]
+        shapes = (shapes[min(times)[2]],)
+    rows, cols = shapes[0]
+    found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
+    if found is None:
         return
-    _, found, (rows, cols) = best
     wafer = cycle.snapshot.wafers[found.wafer_index]
     res = Reservation(
         job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.time_limit_s
