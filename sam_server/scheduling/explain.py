@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sam_server.scheduling import reasons
 from sam_server.scheduling.geometry import FreeSpace
@@ -24,6 +24,7 @@ class ClusterView:
     shapes: list[tuple[int, int]]
     dispatched: set[JobId] = field(default_factory=set)
     preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
+    flexible: bool = True
     most_free: int = 0
     largest: tuple[int, int] = (0, 0)
 
@@ -49,6 +50,20 @@ def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
     return []
 
 
+def _flexible_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
+    """The resource reasons of the asked shape, unless another accepted shape fits now; a
+    flexible job's message names how many other shapes it would take."""
+    shapes = job.candidate_shapes(view.flexible)
+    found = _resource_reasons(job, view, now)
+    if not found or len(shapes) == 1:
+        return found
+    for rows, cols in shapes[1:]:
+        if not _resource_reasons(replace(job, rows=rows, cols=cols), view, now):
+            return []
+    extra = f" (none of its {len(shapes) - 1} other accepted shapes fits either)"
+    return [Reason(r.code, r.message + extra) for r in found]
+
+
 def job_reasons(
     job: Job,
     view: ClusterView,
@@ -69,7 +84,7 @@ def job_reasons(
         found.append(reasons.priority(waiting_ahead))
     found.extend(ledger.blocks(job))
     if job.id not in view.preempting:
-        found.extend(_resource_reasons(job, view, now))
+        found.extend(_flexible_reasons(job, view, now))
     if not found:  # fits and is allowed, but was not started this cycle (e.g. strict order)
         found.append(reasons.priority(waiting_ahead))
     return tuple(found)

@@ -132,8 +132,8 @@ class PolicyConfig:
     - reservations: how many blocked jobs get a reservation (1 = EASY, more = conservative
       backfill for the top k); a job only starts now if it ends before, or stays out of, every
       reservation that starts before it would end.
-    - protect_oldest: the longest-waiting job of the top class present goes first in the walk
-      (it starts, or takes the first reservation), which bounds its wait as EASY does.
+    - protect_oldest: this many longest-waiting jobs of the top class present go first in the
+      walk (they start, or take the first reservations), which bounds their wait as EASY does.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -152,7 +152,7 @@ class PolicyConfig:
     eta_depth: int = 100_000
     flexible: bool = True
     reservations: int = 2
-    protect_oldest: bool = True
+    protect_oldest: int = 1
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ def fcfs_config() -> PolicyConfig:
         reserve_after_s=0.0,
         flexible=False,
         reservations=1,
-        protect_oldest=False,
+        protect_oldest=0,
     )
 
 
@@ -281,5 +281,5 @@ def easy_config() -> PolicyConfig:
         reserve_after_s=0.0,
         flexible=False,
         reservations=1,
-        protect_oldest=False,
+        protect_oldest=0,
     )

@@ -285,20 +285,29 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
 
 
 def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
-    """The walk order: with `protect_oldest`, the longest-waiting job goes first.
+    """The walk order: the `protect_oldest` longest-waiting jobs of the top class go first.
 
     Ordering by priority alone lets a steady stream of short jobs keep a long one waiting; put
-    first, the oldest job starts or takes the first reservation, so its wait is bounded as under
-    EASY (whose first blocked job is always the oldest), while the rest still go by priority.
+    first, the oldest jobs start or take the first reservations, so their wait is bounded as
+    under EASY (whose first blocked job is always the oldest), while the rest go by priority.
+    Only jobs that have waited `reserve_after_s` are moved.
     """
-    if not cycle.config.protect_oldest or len(pending) < 2:
+    count = cycle.config.protect_oldest
+    if count <= 0 or len(pending) < 2:
         return pending
     top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
-    peers = [j for j in pending if CLASS_RANK.get(j.priority_class, 1) == top]
-    oldest = min(peers, key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
-    if cycle.now - oldest.eligible_at < cycle.config.reserve_after_s:
+    peers = [
+        j
+        for j in pending
+        if CLASS_RANK.get(j.priority_class, 1) == top
+        and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
+    ]
+    if not peers:
         return pending
-    return [oldest, *(j for j in pending if j is not oldest)]
+    peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
+    first = peers[:count]
+    chosen = {id(j) for j in first}
+    return [*first, *(j for j in pending if id(j) not in chosen)]
 
 
 def _may_preempt(cycle: _Cycle, job: Job) -> bool:
@@ -370,6 +379,7 @@ def _explain_all(
         shapes=[(w.rows, w.cols) for w in wafers if w.online],
         dispatched=dispatched,
         preempting=cycle.preempting,
+        flexible=cycle.config.flexible,
     )
     held = [
         (t.end, t.rect[2] * t.rect[3])

@@ -79,3 +79,11 @@ def test_a_flexible_job_reserves_the_shape_that_starts_first() -> None:
     p = plan(snapshot(W10, [left, right, j], {"w0": [a1, a2]}, config=cfg), 0.0)
     assert p.reservation is not None
     assert (p.reservation.rows, p.reservation.cols, p.reservation.start_time) == (10, 6, 100.0)
+
+
+def test_explain_tells_a_flexible_job_that_none_of_its_shapes_fits() -> None:
+    held, alloc = running(9, 0, 0, 10, 7, limit=100.0)  # a 10x3 strip is free
+    j = job(1, 4, 10, shapes=((10, 4), (5, 8)))
+    p = plan(snapshot(W10, [held, j], {"w0": [alloc]}), 0.0)
+    reasons = p.waiting[1].reasons
+    assert any("none of its 2 other accepted shapes fits" in r.message for r in reasons)

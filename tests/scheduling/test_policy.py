@@ -225,7 +225,7 @@ def test_only_a_job_that_waited_reserve_after_gets_the_reservation() -> None:
             W10,
             [held, old_big, young_small],
             {"w0": [alloc]},
-            config=PolicyConfig(reserve_after_s=0.0, reservations=1, protect_oldest=False),
+            config=PolicyConfig(reserve_after_s=0.0, reservations=1, protect_oldest=0),
         ),
         1000.0,
     )
