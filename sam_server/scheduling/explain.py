@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from sam_server.scheduling import reasons
 from sam_server.scheduling.geometry import FreeSpace
@@ -57,9 +57,12 @@ def _flexible_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
     found = _resource_reasons(job, view, now)
     if not found or len(shapes) == 1:
         return found
-    for rows, cols in shapes[1:]:
-        if not _resource_reasons(replace(job, rows=rows, cols=cols), view, now):
-            return []
+    ends_after = now + job.time_limit_s
+    res = view.reservation
+    around = res is None or res.job_id == job.id or ends_after <= res.start_time
+    fits = view.fit_now if around else view.fit_long
+    if any(fits.fits(rows, cols) for rows, cols in shapes[1:]):
+        return []
     extra = f" (none of its {len(shapes) - 1} other accepted shapes fits either)"
     return [Reason(r.code, r.message + extra) for r in found]
 

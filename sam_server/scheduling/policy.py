@@ -46,6 +46,9 @@ MAX_RESERVE_ATTEMPTS = 8
 """Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
 no known end gets none; the next is tried, but not the whole queue)."""
 MAX_RESERVE_SHAPES = 3
+MAX_START_SHAPES = 3
+"""A flexible job is placed in the best of its first few shapes that fit (each placement scores
+every wafer's free rectangles; the first shapes are the least wasteful)."""
 """A flexible job's reservation considers its first few shapes (each costs a time walk)."""
 
 
@@ -175,11 +178,15 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     """
     views, index = cycle.view_for(cycle.now + job.time_limit_s)
     best: tuple[tuple, Placement, tuple[int, int]] | None = None
+    tried = 0
     for rows, cols in job.candidate_shapes(cycle.config.flexible):
+        if tried >= MAX_START_SHAPES:
+            break
         if not index.fits(rows, cols):
             continue
         if rows * cols > job.pes and cycle.ledger.blocks(replace(job, rows=rows, cols=cols)):
             continue  # a larger shape would take the tenant over max_pes
+        tried += 1
         spot = choose_placement(views, rows, cols, cycle.config.placement)
         if spot is None:
             continue
