@@ -8,6 +8,8 @@ import pytest
 
 from sam_server.scheduling import PolicyConfig, Quota, easy_config, plan
 from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.sim import ClusterSpec, simulate
+from sam_server.scheduling.swf import TraceJob, shape_for_pes
 
 from .factories import job, running, snapshot
 
@@ -87,3 +89,15 @@ def test_explain_tells_a_flexible_job_that_none_of_its_shapes_fits() -> None:
     p = plan(snapshot(W10, [held, j], {"w0": [alloc]}), 0.0)
     reasons = p.waiting[1].reasons
     assert any("none of its 2 other accepted shapes fits" in r.message for r in reasons)
+
+
+def test_sam_sim_starts_a_trace_job_rotated_where_easy_waits() -> None:
+    # a 3x6 wafer: job 1 (12 PEs) takes 3x4, leaving a 3x2 strip; job 2 (6 PEs) is compiled
+    # as 2x3, which does not fit the strip, but its rotation does
+    trace = [TraceJob(1, 0.0, 100.0, 100.0, 12, "u"), TraceJob(2, 1.0, 50.0, 50.0, 6, "u")]
+    spec = ClusterSpec(1, 3, 6, 1)
+    assert shape_for_pes(6, 3, 6) == (2, 3)
+    sam = simulate(trace, spec, PolicyConfig(reserve_after_s=0.0), "sam")
+    easy = simulate(trace, spec, easy_config(), "easy")
+    assert sam.max_wait_s == 0.0 and easy.max_wait_s == 99.0
+    assert sam.utilization > easy.utilization  # same work, shorter makespan
