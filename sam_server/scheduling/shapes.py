@@ -41,7 +41,9 @@ def flexible_shapes(
     if pes < 1:
         raise ValueError(f"a region needs at least 1 PE, got {pes}")
     found: list[tuple[tuple[int, float, bool], Shape]] = []
-    for rows in range(1, min(wafer_rows, pes) + 1):
+    # rows * cols <= pes * (1 + waste) and rows <= cols * aspect bound rows by this
+    tallest = math.isqrt(math.floor(pes * (1.0 + max_waste) * max_aspect)) + 1
+    for rows in range(1, min(wafer_rows, pes, tallest) + 1):
         cols = math.ceil(pes / rows)
         if cols > wafer_cols:
             continue
