@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
-from sam_server.scheduling.geometry import FreeSpace, Rect
+from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Job,
@@ -53,21 +54,6 @@ every wafer's free rectangles; the first shapes are the least wasteful)."""
 
 
 @dataclass
-class _Layer:
-    """Free space as seen by jobs that would still run at `start`: every reservation starting
-    at or before it is blocked out (conservative backfill keeps one layer per reservation)."""
-
-    start: float
-    spaces: list[FreeSpace | None]
-    fit: FitIndex | None = None
-
-    def index(self) -> FitIndex:
-        if self.fit is None:
-            self.fit = FitIndex(self.spaces)
-        return self.fit
-
-
-@dataclass
 class _Cycle:
     """The mutable state of one plan while it is built (never outlives `plan`)."""
 
@@ -83,7 +69,7 @@ class _Cycle:
     preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
     preempt_reservation: Reservation | None = None
     reservations: list[Reservation] = field(default_factory=list)
-    layers: list[_Layer] = field(default_factory=list)
+    layers: list[Layer] = field(default_factory=list)
     fit_now: FitIndex | None = None
     preempt_tried: bool = False
     reserve_attempts: int = 0
@@ -103,7 +89,7 @@ class _Cycle:
 
     def view_for(self, end: float) -> tuple[list[FreeSpace | None], FitIndex]:
         """Free space and fit index for a job ending at `end` (reservations before it blocked)."""
-        chosen: _Layer | None = None
+        chosen: Layer | None = None
         for layer in self.layers:
             if layer.start < end:
                 chosen = layer
@@ -155,14 +141,7 @@ def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> Non
     rect = (row, col, job.rows, job.cols)
     space = cycle.spaces[wafer_index]
     assert space is not None
-    space.occupy(rect)
-    done = {id(space)}
-    for layer in cycle.layers:
-        other = layer.spaces[wafer_index]
-        if other is not None and id(other) not in done:
-            done.add(id(other))
-            other.occupy(rect)
-        layer.fit = None
+    occupy_everywhere(cycle.layers, space, wafer_index, rect)
     cycle.fit_now = None
     cycle.ledger.add(job)
     cycle.held[wafer_index].append(Held(rect, None))
@@ -253,21 +232,13 @@ def _reserve(cycle: _Cycle, job: Job) -> None:
     )
     cycle.reservations.append(res)
     cycle.reservations.sort(key=lambda r: (r.start_time, str(r.job_id)))
-    _add_layer(cycle, found.wafer_index, (found.row, found.col, rows, cols), found.start)
-
-
-def _add_layer(cycle: _Cycle, wafer_index: int, rect: Rect, start: float) -> None:
-    """Block `rect` from `start` on: a new layer, and in every layer that starts later."""
-    position = sum(1 for layer in cycle.layers if layer.start <= start)
-    below = cycle.layers[position - 1].spaces if position > 0 else cycle.spaces
-    cycle.layers.insert(position, _Layer(start, list(below)))
-    for layer in cycle.layers[position:]:
-        space = layer.spaces[wafer_index]
-        assert space is not None
-        blocked = space.copy()  # copy on write: other layers may share this wafer's space
-        blocked.occupy(rect, counts_as_used=False)
-        layer.spaces[wafer_index] = blocked
-        layer.fit = None
+    add_layer(
+        cycle.layers,
+        cycle.spaces,
+        found.wafer_index,
+        (found.row, found.col, rows, cols),
+        found.start,
+    )
 
 
 def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
