@@ -145,7 +145,10 @@ def _train(
         ckpt_dir,
         checkpoint_every=_checkpoint_every(run_opts),
     )
-    artifact_dir = artifact_root(settings) / (claim.compile_key or "")
+    compile_key, error = _artifact_for_region(claim, settings)
+    if error is not None:
+        return "failed", error, None
+    artifact_dir = artifact_root(settings) / (compile_key or "")
     try:
         artifact = compiler.load_artifact(artifact_dir)
         job = wafer.load(artifact, claim.region, owner=claim.job_id)
@@ -157,6 +160,28 @@ def _train(
         return _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts)
     finally:
         wafer.release(claim.job_id, job)
+
+
+def _artifact_for_region(
+    claim: lifecycle.Claim, settings: Settings
+) -> tuple[str | None, tuple[str, str] | None]:
+    """The artifact for the region the scheduler chose: the job's own when the shape is the one
+    it asked for; for a flexible job placed in another shape, the compile for that shape (a
+    content-addressed cache hit when any job compiled it before), done before the first step."""
+    if claim.region is None or (claim.region[2], claim.region[3]) == (claim.rows, claim.cols):
+        return claim.compile_key, None
+    from dataclasses import replace
+
+    from sam_worker.compile_runner import run_compile
+
+    rows, cols = claim.region[2], claim.region[3]
+    result, error = run_compile(replace(claim, rows=rows, cols=cols), settings)
+    if error is not None or result is None:
+        return None, error or ("internal", "the compile for the chosen shape returned nothing")
+    log.info(
+        "job %s: artifact for its %dx%d region: %s", claim.job_id, rows, cols, result["cache_key"]
+    )
+    return str(result["cache_key"]), None
 
 
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:

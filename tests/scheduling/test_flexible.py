@@ -101,3 +101,18 @@ def test_sam_sim_starts_a_trace_job_rotated_where_easy_waits() -> None:
     easy = simulate(trace, spec, easy_config(), "easy")
     assert sam.max_wait_s == 0.0 and easy.max_wait_s == 99.0
     assert sam.utilization > easy.utilization  # same work, shorter makespan
+
+
+def test_a_flexible_region_in_a_job_spec_becomes_the_policy_jobs_shapes() -> None:
+    from sam_server.scheduler.snapshot import accepted_shapes
+    from sam_server.schemas.job_spec import RegionRequest
+
+    spec = {"resources": {"region": {"rows": 24, "cols": 40, "flexible": True}}}
+    shapes = accepted_shapes(spec, 24, 40)
+    assert shapes[0] == (40, 24) and (24, 40) not in shapes
+    assert all(r * c >= 960 and max(r, c) / min(r, c) <= 4 for r, c in shapes)
+    assert accepted_shapes({"resources": {"region": {"rows": 24, "cols": 40}}}, 24, 40) == ()
+    square = {"resources": {"region": {"rows": 8, "cols": 8, "flexible": True, "max_aspect": 1}}}
+    assert accepted_shapes(square, 8, 8) == ()  # only square shapes: 8x8 itself
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        RegionRequest(rows=8, cols=8, flexible=True, max_aspect=0.5)
