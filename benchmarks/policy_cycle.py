@@ -1,6 +1,7 @@
 """Time one full planning cycle: 10,000 pending and 1,000 running jobs on 16 WSE-2 wafers.
 
 Usage: python benchmarks/policy_cycle.py [--pending N] [--running N] [--wafers N] [--seed S]
+Pending jobs are flexible (each accepts up to 6 shapes of its PEs; --rigid: only its own).
 Prints the timing, then one JSON line {"pending", "running", "wafers", "cycle_s", ...}.
 cycle_s is the best of --repeat cold cycles (no cached free space: every wafer's allocations are
 new to the policy); the running jobs fill about 90% of the wafers, as in a busy cluster.
@@ -25,6 +26,7 @@ from sam_server.scheduling import (
 )
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached
 from sam_server.scheduling.placement import choose_placement
+from sam_server.scheduling.shapes import flexible_shapes
 
 ROWS, COLS = 750, 994  # usable WSE-2 fabric
 TENANTS = ("astro", "bio", "climate", "nlp")
@@ -74,7 +76,9 @@ def _running(
     return jobs, allocs
 
 
-def _pending(rng: random.Random, count: int, first_id: int, now: float) -> list[Job]:
+def _pending(
+    rng: random.Random, count: int, first_id: int, now: float, flexible: bool = True
+) -> list[Job]:
     states = ("pending",) * 8 + ("queued", "compiling")
     jobs = []
     for k in range(count):
@@ -93,12 +97,15 @@ def _pending(rng: random.Random, count: int, first_id: int, now: float) -> list[
                 rows,
                 cols,  # type: ignore[arg-type]
                 rng.choice([600.0, 1800.0, 3600.0, 14400.0]),
+                shapes=flexible_shapes(rows * cols, ROWS, COLS) if flexible else (),
             )
         )
     return jobs
 
 
-def build_snapshot(pending: int, running: int, wafers: int, seed: int) -> Snapshot:
+def build_snapshot(
+    pending: int, running: int, wafers: int, seed: int, flexible: bool = True
+) -> Snapshot:
     """A reproducible snapshot of the benchmark's size."""
     rng = random.Random(seed)
     now = 1.0e6
@@ -111,7 +118,7 @@ def build_snapshot(pending: int, running: int, wafers: int, seed: int) -> Snapsh
         )
         for i, t in enumerate(TENANTS)
     }
-    jobs = tuple(run_jobs + _pending(rng, pending, running, now))
+    jobs = tuple(run_jobs + _pending(rng, pending, running, now, flexible))
     return Snapshot(wafer_list, tenants, jobs, compile_slots_free=4, config=PolicyConfig())
 
 
@@ -122,8 +129,11 @@ def main() -> None:
     parser.add_argument("--wafers", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="cold cycles to time (best kept)")
+    parser.add_argument(
+        "--rigid", action="store_true", help="pending jobs accept only their asked shape"
+    )
     args = parser.parse_args()
-    snap = build_snapshot(args.pending, args.running, args.wafers, args.seed)
+    snap = build_snapshot(args.pending, args.running, args.wafers, args.seed, not args.rigid)
     cold = cpu = float("inf")
     for _ in range(args.repeat):  # the machine is shared: keep the best of a few cold cycles
         _mers_cached.cache_clear()
@@ -152,6 +162,7 @@ def main() -> None:
                 "cycle_warm_s": round(warm, 4),
                 "starts": len(result.starts),
                 "preemptions": len(result.preemptions),
+                "flexible": not args.rigid,
             }
         )
     )

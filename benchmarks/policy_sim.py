@@ -1,42 +1,119 @@
-"""Replay an SWF trace through the three policies (fcfs, easy, sam) and compare them.
+"""Replay SWF traces through the policies (fcfs, easy, sam, oned-easy) and compare them.
 
 Usage: python benchmarks/policy_sim.py [TRACE] [--wafers N] [--wafer-rows R] [--wafer-cols C]
-                                       [--pes-per-proc K] [--limit N]
-Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. Prints one line per
-policy, then one JSON line {"trace", "cluster", "fcfs": {...}, "easy": {...}, "sam": {...}}.
+                                       [--pes-per-proc K] [--limit N] [--interarrival F]
+       python benchmarks/policy_sim.py --matrix [--slice-jobs N]
+Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. One trace: one line
+per policy, then one JSON line {"trace", "cluster", "fcfs": {...}, ...}. --matrix: every case
+(both shared traces x inter-arrival 1.0/0.7/0.5 x two slices x two PE mappings), one JSON line
+per case, then the summary {"cases", "sam_beats_easy_all_figures", "worst_bsld_ratio_vs_easy",
+"worst_util_delta_vs_easy", "worst_bsld_ratio_vs_oned", ...}. sam beats easy on a case when its
+bounded slowdown is at most 0.8x easy's, its utilization at least easy's, and its p95 and max
+wait at most easy's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
+from typing import Any
 
-from sam_server.scheduling.cli import POLICIES, _auto_pes_per_proc
-from sam_server.scheduling.sim import ClusterSpec, simulate
-from sam_server.scheduling.swf import read_swf
+from sam_server.scheduling.cli import _auto_pes_per_proc, replay
+from sam_server.scheduling.sim import ClusterSpec
+from sam_server.scheduling.swf import TraceJob, read_swf, scale_interarrival
 
-KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "makespan_s", "fairness_jain")
+KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "max_wait_s", "fairness_jain")
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+MATRIX_TRACES = {"lublin_256": 256, "NASA-iPSC-1993-3.1-cln": 128}
+"""Trace name -> processors of the machine it was recorded on."""
+INTERARRIVALS = (1.0, 0.7, 0.5)
+BSLD_TARGET = 0.8
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    default_trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "lublin_256.swf"
-    parser.add_argument(
-        "trace",
-        nargs="?",
-        default=str(default_trace),
-        help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)",
+def _mappings(procs: int) -> dict[str, ClusterSpec]:
+    """Two ways to put a `procs`-processor trace on a wafer: 1 PE per processor on a square
+    wafer, and 6 PEs per processor on a 2:3 wafer (other rounding, other aspect)."""
+    side = math.ceil(math.sqrt(procs))
+    rows = math.ceil(math.sqrt(6 * procs * 2 / 3))
+    cols = math.ceil(6 * procs / rows)
+    return {
+        f"1pe-{side}x{side}": ClusterSpec(1, side, side, 1),
+        f"6pe-{rows}x{cols}": ClusterSpec(1, rows, cols, 6),
+    }
+
+
+def _run(jobs: list[TraceJob], spec: ClusterSpec, policy: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    result = replay(jobs, spec, policy).as_dict()
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    return result
+
+
+def _verdict(easy: dict[str, Any], sam: dict[str, Any], oned: dict[str, Any]) -> dict[str, Any]:
+    """How sam compares with easy and with the 1-D bound on one case."""
+    bsld_vs_easy = sam["avg_bounded_slowdown"] / easy["avg_bounded_slowdown"]
+    util_delta = sam["utilization"] - easy["utilization"]
+    beats = (
+        bsld_vs_easy <= BSLD_TARGET
+        and util_delta >= 0
+        and sam["p95_wait_s"] <= easy["p95_wait_s"]
+        and sam["max_wait_s"] <= easy["max_wait_s"]
     )
-    parser.add_argument("--wafers", type=int, default=1)
-    parser.add_argument("--wafer-rows", type=int, default=750)
-    parser.add_argument("--wafer-cols", type=int, default=994)
-    parser.add_argument("--pes-per-proc", type=int, default=None)
-    parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--policies", default="fcfs,easy,sam")
-    args = parser.parse_args()
-    jobs = read_swf(args.trace, args.limit)
+    return {
+        "beats_easy": beats,
+        "bsld_ratio_vs_easy": round(bsld_vs_easy, 4),
+        "util_delta_vs_easy": round(util_delta, 4),
+        "p95_ratio_vs_easy": round(sam["p95_wait_s"] / max(easy["p95_wait_s"], 1.0), 4),
+        "max_wait_ratio_vs_easy": round(sam["max_wait_s"] / max(easy["max_wait_s"], 1.0), 4),
+        "bsld_ratio_vs_oned": round(sam["avg_bounded_slowdown"] / oned["avg_bounded_slowdown"], 4),
+    }
+
+
+def matrix(slice_jobs: int, slices: int) -> None:
+    """Every case of the matrix, one JSON line each, then the summary line."""
+    cases: list[dict[str, Any]] = []
+    for name, procs in MATRIX_TRACES.items():
+        path = next(TRACES.glob(f"{name}.swf*"))
+        trace = read_swf(path, slice_jobs * slices)
+        for k in range(slices):
+            part = trace[k * slice_jobs : (k + 1) * slice_jobs]
+            for factor in INTERARRIVALS:
+                jobs = scale_interarrival(part, factor)
+                for mapping, spec in _mappings(procs).items():
+                    case: dict[str, Any] = {
+                        "trace": name,
+                        "slice": f"{k * slice_jobs}:{(k + 1) * slice_jobs}",
+                        "interarrival": factor,
+                        "mapping": mapping,
+                    }
+                    for policy in ("easy", "sam", "oned-easy"):
+                        case[policy] = _run(jobs, spec, policy)
+                    case.update(_verdict(case["easy"], case["sam"], case["oned-easy"]))
+                    print(json.dumps(case), flush=True)
+                    cases.append(case)
+    print(json.dumps(_summary(cases)))
+
+
+def _summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "cases": len(cases),
+        "sam_beats_easy_all_figures": sum(c["beats_easy"] for c in cases),
+        "worst_bsld_ratio_vs_easy": max(c["bsld_ratio_vs_easy"] for c in cases),
+        "worst_util_delta_vs_easy": min(c["util_delta_vs_easy"] for c in cases),
+        "worst_p95_ratio_vs_easy": max(c["p95_ratio_vs_easy"] for c in cases),
+        "worst_max_wait_ratio_vs_easy": max(c["max_wait_ratio_vs_easy"] for c in cases),
+        "worst_bsld_ratio_vs_oned": max(c["bsld_ratio_vs_oned"] for c in cases),
+        "worst_jain_sam": round(min(c["sam"]["fairness_jain"] for c in cases), 4),
+        "worst_jain_easy": round(min(c["easy"]["fairness_jain"] for c in cases), 4),
+    }
+
+
+def single(args: argparse.Namespace) -> None:
+    """The policies on one trace and cluster."""
+    jobs = scale_interarrival(read_swf(args.trace, args.limit), args.interarrival)
     spec = ClusterSpec(args.wafers, args.wafer_rows, args.wafer_cols, 1)
     k = args.pes_per_proc or _auto_pes_per_proc(max(j.procs for j in jobs), spec)
     spec = ClusterSpec(args.wafers, args.wafer_rows, args.wafer_cols, k)
@@ -46,12 +123,36 @@ def main() -> None:
         "cluster": {"wafers": spec.wafers, "rows": spec.rows, "cols": spec.cols, "pes_per_proc": k},
     }
     for name in args.policies.split(","):
-        t0 = time.perf_counter()
-        result = simulate(jobs, spec, POLICIES[name](), name).as_dict()
+        result = _run(jobs, spec, name)
         shown = "  ".join(f"{key}={result[key]:.4g}" for key in KEYS)
-        print(f"{name:5s} {shown}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(f"{name:9s} {shown}  ({result['seconds']:.0f} s)", flush=True)
         out[name] = result
     print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "trace",
+        nargs="?",
+        default=str(TRACES / "lublin_256.swf"),
+        help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)",
+    )
+    parser.add_argument("--wafers", type=int, default=1)
+    parser.add_argument("--wafer-rows", type=int, default=750)
+    parser.add_argument("--wafer-cols", type=int, default=994)
+    parser.add_argument("--pes-per-proc", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--interarrival", type=float, default=1.0)
+    parser.add_argument("--policies", default="fcfs,easy,sam,oned-easy")
+    parser.add_argument("--matrix", action="store_true", help="run the whole matrix")
+    parser.add_argument("--slice-jobs", type=int, default=1000, help="jobs per matrix slice")
+    parser.add_argument("--slices", type=int, default=2, help="slices per trace")
+    args = parser.parse_args()
+    if args.matrix:
+        matrix(args.slice_jobs, args.slices)
+    else:
+        single(args)
 
 
 if __name__ == "__main__":

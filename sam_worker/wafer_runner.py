@@ -200,6 +200,9 @@ def _train(
         run_opts=run_opts,
         timeline=_input_timeline(claim.spec),
     )
+    claim, error = _artifact_for_region(claim, settings)
+    if error is not None:
+        return "failed", error, None
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
         artifact = compiler.load_artifact(artifact_dir, expected_digest=claim.artifact_digest)
@@ -238,6 +241,30 @@ def _input_timeline(spec: dict[str, Any]) -> InputTimeline | None:
         depth=int(loading.get("prefetch_depth", 2)),
         parallel=bool(loading.get("use_parallel_loader", True)),
     )
+
+
+def _artifact_for_region(
+    claim: lifecycle.Claim, settings: Settings
+) -> tuple[lifecycle.Claim, tuple[str, str] | None]:
+    """The claim with the artifact for the region the scheduler chose: the job's own when the
+    shape is the one it asked for; for a flexible job placed in another shape, the compile for
+    that shape (a cache hit when the tenant compiled it before), done before the first step,
+    with that artifact's digest to check it against."""
+    if claim.region is None or (claim.region[2], claim.region[3]) == (claim.rows, claim.cols):
+        return claim, None
+    from dataclasses import replace
+
+    from sam_worker.compile_runner import run_compile
+
+    rows, cols = claim.region[2], claim.region[3]
+    result, error = run_compile(replace(claim, rows=rows, cols=cols), settings)
+    if error is not None or result is None:
+        return claim, error or ("internal", "the compile for the chosen shape returned nothing")
+    log.info(
+        "job %s: artifact for its %dx%d region: %s", claim.job_id, rows, cols, result["cache_key"]
+    )
+    digest = (result.get("summary") or {}).get("artifact_sha256")
+    return replace(claim, compile_key=str(result["cache_key"]), artifact_digest=digest), None
 
 
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:

@@ -13,6 +13,7 @@ from sam_server.scheduling import Allocation, PolicyConfig, Quota, Snapshot, Ten
 from sam_server.scheduling import Job as PolicyJob
 from sam_server.scheduling import Wafer as PolicyWafer
 from sam_server.scheduling.fairshare import decay_usage
+from sam_server.scheduling.shapes import flexible_shapes
 from sam_server.services.jobs import job_arch
 from sam_server.services.observe import wafer_online
 from sam_server.services.transitions import ACTIVE
@@ -55,7 +56,19 @@ def to_policy_job(job: Job) -> PolicyJob:
         preemptible=job.mode == "train"
         and bool((job.spec.get("run_options") or {}).get("checkpoint_enabled", True)),
         arch=job_arch((job.spec.get("compile_options") or {}).get("target_device")),
+        shapes=accepted_shapes(job.spec, job.req_rows, job.req_cols),
     )
+
+
+def accepted_shapes(spec: dict, rows: int, cols: int) -> tuple[tuple[int, int], ...]:  # type: ignore[type-arg]
+    """A flexible region's other shapes (its rotation, then shapes of its PEs), else ()."""
+    region = (spec.get("resources") or {}).get("region") or {}
+    if not region.get("flexible"):
+        return ()
+    aspect = float(region.get("max_aspect", 4.0))
+    others = flexible_shapes(rows * cols, rows * cols, rows * cols, aspect)
+    rotated = ((cols, rows),) if max(rows, cols) / min(rows, cols) <= aspect else ()
+    return tuple(s for s in (*rotated, *others) if s != (rows, cols))
 
 
 def build_snapshot(

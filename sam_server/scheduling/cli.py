@@ -11,11 +11,22 @@ import sys
 import click
 
 from sam_server.scheduling.model import PolicyConfig, easy_config, fcfs_config
+from sam_server.scheduling.oned import simulate_oned
 from sam_server.scheduling.sim import ClusterSpec, simulate
-from sam_server.scheduling.swf import TraceFormatError, read_swf
+from sam_server.scheduling.simmetrics import SimResult
+from sam_server.scheduling.swf import TraceFormatError, TraceJob, read_swf, scale_interarrival
 
 POLICIES = {"fcfs": fcfs_config, "easy": easy_config, "sam": PolicyConfig}
-"""The policies `sam sim` can replay, by name."""
+"""The policies `sam sim` replays through `plan`, by name."""
+ONED = "oned-easy"
+"""The geometry-free baseline (`oned.simulate_oned`), replayed beside them."""
+
+
+def replay(jobs: list[TraceJob], spec: ClusterSpec, policy: str) -> SimResult:
+    """Replay `jobs` under `policy` (a name of POLICIES, or "oned-easy") on `spec`."""
+    if policy == ONED:
+        return simulate_oned(jobs, spec.wafers, spec.rows, spec.cols, spec.pes_per_proc)
+    return simulate(jobs, spec, POLICIES[policy](), policy)
 
 
 def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
@@ -35,7 +46,16 @@ def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
     help="PEs per trace processor [default: the trace's largest job fills one wafer]",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="replay the first N jobs")
-@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="sam", show_default=True)
+@click.option(
+    "--policy", type=click.Choice([*sorted(POLICIES), ONED]), default="sam", show_default=True
+)
+@click.option(
+    "--interarrival",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="multiply the gaps between submits (0.5 = twice the load)",
+)
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def sim(
     trace: str,
@@ -45,6 +65,7 @@ def sim(
     pes_per_proc: int | None,
     limit: int | None,
     policy: str,
+    interarrival: float,
     output: str,
 ) -> None:
     """Replay TRACE (.swf or .swf.gz) on simulated wafers; print wait, slowdown, utilization."""
@@ -53,11 +74,12 @@ def sim(
     except (TraceFormatError, OSError) as exc:
         click.echo(f"error: cannot read {trace}: {exc}", err=True)
         sys.exit(1)
+    jobs = scale_interarrival(jobs, interarrival)
     spec = ClusterSpec(wafers, wafer_rows, wafer_cols, 1)
     if pes_per_proc is None:
         pes_per_proc = _auto_pes_per_proc(max((j.procs for j in jobs), default=1), spec)
     spec = ClusterSpec(wafers, wafer_rows, wafer_cols, pes_per_proc)
-    result = simulate(jobs, spec, POLICIES[policy](), policy)
+    result = replay(jobs, spec, policy)
     figures = result.as_dict()
     if output == "json":
         click.echo(json.dumps(figures))

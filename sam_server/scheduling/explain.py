@@ -24,6 +24,7 @@ class ClusterView:
     shapes: list[tuple[int, int]]
     dispatched: set[JobId] = field(default_factory=set)
     preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
+    flexible: bool = True
     most_free: int = 0
     largest: tuple[int, int] = (0, 0)
 
@@ -49,6 +50,23 @@ def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
     return []
 
 
+def _flexible_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
+    """The resource reasons of the asked shape, unless another accepted shape fits now; a
+    flexible job's message names how many other shapes it would take."""
+    shapes = job.candidate_shapes(view.flexible)
+    found = _resource_reasons(job, view, now)
+    if not found or len(shapes) == 1:
+        return found
+    ends_after = now + job.time_limit_s
+    res = view.reservation
+    around = res is None or res.job_id == job.id or ends_after <= res.start_time
+    fits = view.fit_now if around else view.fit_long
+    if any(fits.fits(rows, cols) for rows, cols in shapes[1:]):
+        return []
+    extra = f" (none of its {len(shapes) - 1} other accepted shapes fits either)"
+    return [Reason(r.code, r.message + extra) for r in found]
+
+
 def job_reasons(
     job: Job,
     view: ClusterView,
@@ -69,7 +87,7 @@ def job_reasons(
         found.append(reasons.priority(waiting_ahead))
     found.extend(ledger.blocks(job))
     if job.id not in view.preempting:
-        found.extend(_resource_reasons(job, view, now))
+        found.extend(_flexible_reasons(job, view, now))
     if not found:  # fits and is allowed, but was not started this cycle (e.g. strict order)
         found.append(reasons.priority(waiting_ahead))
     return tuple(found)

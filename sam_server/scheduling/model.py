@@ -90,11 +90,20 @@ class Job:
     last_preempted_at: float | None = None
     preemptible: bool = True
     arch: str | None = None
+    shapes: tuple[tuple[int, int], ...] = ()
+    """A flexible job's other acceptable (rows, cols) shapes; () = only rows x cols."""
 
     @property
     def pes(self) -> int:
         """PEs the job holds when running."""
         return self.rows * self.cols
+
+    def candidate_shapes(self, flexible: bool = True) -> tuple[tuple[int, int], ...]:
+        """The asked shape first, then (when `flexible`) the alternatives, without repeats."""
+        asked = (self.rows, self.cols)
+        if not flexible or not self.shapes:
+            return (asked,)
+        return (asked, *(s for s in self.shapes if s != asked))
 
 
 def arch_matches(wafer: Wafer, job: Job) -> bool:
@@ -128,6 +137,13 @@ class PolicyConfig:
       Slurm's bf_min_age_reserve): a small job blocked for a moment does not take it from a
       large job that has waited; 0 is classic EASY (the first blocked job reserves).
     - eta_depth: ETAs are estimated for this many jobs at the head of the queue (others None).
+    - flexible: a job with alternative `shapes` may start in whichever fits the free space best
+      (False: only its asked shape, as the anchors do).
+    - reservations: how many blocked jobs get a reservation (1 = EASY, more = conservative
+      backfill for the top k); a job only starts now if it ends before, or stays out of, every
+      reservation that starts before it would end.
+    - protect_oldest: this many longest-waiting jobs of the top class present go first in the
+      walk (they start, or take the first reservations), which bounds their wait as EASY does.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -144,6 +160,9 @@ class PolicyConfig:
     max_preemptions_per_job: int = 3
     reserve_after_s: float = 600.0
     eta_depth: int = 100_000
+    flexible: bool = True
+    reservations: int = 2
+    protect_oldest: int = 1
 
 
 @dataclass(frozen=True)
@@ -216,6 +235,8 @@ class Reservation:
     rows: int
     cols: int
     start_time: float
+    time_limit_s: float = 0.0
+    """How long the reserved job may hold the rectangle (later reservations avoid it till then)."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +263,8 @@ class Plan:
     reservation: Reservation | None
     wafer_metrics: dict[str, WaferMetrics]
     order: list[JobId]
+    reservations: list[Reservation] = field(default_factory=list)
+    """Every reservation of this plan (conservative backfill), earliest start first."""
 
 
 def fcfs_config() -> PolicyConfig:
@@ -252,11 +275,21 @@ def fcfs_config() -> PolicyConfig:
         backfill=False,
         preemption=False,
         reserve_after_s=0.0,
+        flexible=False,
+        reservations=1,
+        protect_oldest=0,
     )
 
 
 def easy_config() -> PolicyConfig:
     """EASY backfill in submit order with first-fit placement (the Slurm-like anchor)."""
     return PolicyConfig(
-        ordering="fifo", placement="first_fit", backfill=True, preemption=False, reserve_after_s=0.0
+        ordering="fifo",
+        placement="first_fit",
+        backfill=True,
+        preemption=False,
+        reserve_after_s=0.0,
+        flexible=False,
+        reservations=1,
+        protect_oldest=0,
     )

@@ -17,10 +17,11 @@ snapshot always gives the same plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
 from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Job,
@@ -36,16 +37,21 @@ from sam_server.scheduling.model import (
     WaferMetrics,
     arch_matches,
 )
-from sam_server.scheduling.placement import FitIndex, choose_placement
+from sam_server.scheduling.placement import FitIndex, Placement, choose_placement
 from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
-from sam_server.scheduling.reservation import TimedRect, earliest_start
+from sam_server.scheduling.reservation import TimedRect, earliest_start, earliest_time
 
 WAITING_STATES = ("queued", "compiling", "pending")
 MAX_RESERVE_ATTEMPTS = 8
 """Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
 no known end gets none; the next is tried, but not the whole queue)."""
+MAX_RESERVE_SHAPES = 3
+MAX_START_SHAPES = 3
+"""A flexible job is placed in the best of its first few shapes that fit (each placement scores
+every wafer's free rectangles; the first shapes are the least wasteful)."""
+"""A flexible job's reservation considers its first few shapes (each costs a time walk)."""
 
 
 @dataclass
@@ -56,29 +62,45 @@ class _Cycle:
     now: float
     config: PolicyConfig
     spaces: list[FreeSpace | None]
-    long_spaces: list[FreeSpace | None]
     ledger: QuotaLedger
     held: list[list[Held]]
     ends: list[list[TimedRect]]
     starts: list[Start] = field(default_factory=list)
     preemptions: list[Preempt] = field(default_factory=list)
     preempting: dict[JobId, list[JobId]] = field(default_factory=dict)
-    reservation: Reservation | None = None
+    preempt_reservation: Reservation | None = None
+    reservations: list[Reservation] = field(default_factory=list)
+    layers: list[Layer] = field(default_factory=list)
     fit_now: FitIndex | None = None
-    fit_long: FitIndex | None = None
     preempt_tried: bool = False
     reserve_attempts: int = 0
     lowest_running_rank: int = len(CLASS_RANK)
+
+    @property
+    def reservation(self) -> Reservation | None:
+        """The top reservation (the preemptor's, or the earliest-starting one)."""
+        if self.preempt_reservation is not None:
+            return self.preempt_reservation
+        return self.reservations[0] if self.reservations else None
 
     def index_now(self) -> FitIndex:
         if self.fit_now is None:
             self.fit_now = FitIndex(self.spaces)
         return self.fit_now
 
+    def view_for(self, end: float) -> tuple[list[FreeSpace | None], FitIndex]:
+        """Free space and fit index for a job ending at `end` (reservations before it blocked)."""
+        chosen: Layer | None = None
+        for layer in self.layers:
+            if layer.start < end:
+                chosen = layer
+        if chosen is None:
+            return self.spaces, self.index_now()
+        return chosen.spaces, chosen.index()
+
     def index_long(self) -> FitIndex:
-        if self.fit_long is None:
-            self.fit_long = FitIndex(self.long_spaces)
-        return self.fit_long
+        """Fit index with every reservation blocked."""
+        return self.layers[-1].index() if self.layers else self.index_now()
 
 
 def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
@@ -95,7 +117,7 @@ def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
         ends.append([TimedRect(r, _end_of(j)) for r, j in zip(rects, running, strict=True)])
         spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if wafer.online else None)
     ledger = QuotaLedger.of(snapshot.tenants, snapshot.jobs)
-    cycle = _Cycle(snapshot, now, config, spaces, list(spaces), ledger, held, ends)
+    cycle = _Cycle(snapshot, now, config, spaces, ledger, held, ends)
     ranks = [CLASS_RANK.get(j.priority_class, 1) for j in snapshot.jobs if j.state == "running"]
     cycle.lowest_running_rank = min(ranks, default=len(CLASS_RANK))
     return cycle
@@ -116,15 +138,12 @@ def _order_key(job: Job, prio: PriorityBreakdown | None, config: PolicyConfig) -
 
 
 def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> None:
-    """Record a start and take its rectangle out of every view."""
+    """Record a start (in `job`'s shape) and take its rectangle out of every view."""
     rect = (row, col, job.rows, job.cols)
     space = cycle.spaces[wafer_index]
     assert space is not None
-    space.occupy(rect)
-    long_space = cycle.long_spaces[wafer_index]
-    if long_space is not None and long_space is not space:
-        long_space.occupy(rect)
-    cycle.fit_now = cycle.fit_long = None
+    occupy_everywhere(cycle.layers, space, wafer_index, rect)
+    cycle.fit_now = None
     cycle.ledger.add(job)
     cycle.held[wafer_index].append(Held(rect, None))
     cycle.ends[wafer_index].append(TimedRect(rect, cycle.now + job.time_limit_s))
@@ -141,17 +160,33 @@ def _for_arch(cycle: _Cycle, job: Job, spaces: list[FreeSpace | None]) -> list[F
 
 
 def _try_start(cycle: _Cycle, job: Job) -> bool:
-    """Start `job` now if it fits (around the reservation, if any); True if it started."""
-    res = cycle.reservation
-    short = res is None or cycle.now + job.time_limit_s <= res.start_time
-    index = cycle.index_now() if short else cycle.index_long()
-    if not index.fits(job.rows, job.cols):
+    """Start `job` now if one of its shapes fits (around the reservations); True if it did.
+
+    A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
+    """
+    views, index = cycle.view_for(cycle.now + job.time_limit_s)
+    views = _for_arch(cycle, job, views)
+    best: tuple[tuple, Placement, tuple[int, int]] | None = None
+    tried = 0
+    for rows, cols in job.candidate_shapes(cycle.config.flexible):
+        if tried >= MAX_START_SHAPES:
+            break
+        if not index.fits(rows, cols):
+            continue
+        if rows * cols > job.pes and cycle.ledger.blocks(replace(job, rows=rows, cols=cols)):
+            continue  # a larger shape would take the tenant over max_pes
+        tried += 1
+        spot = choose_placement(views, rows, cols, cycle.config.placement)
+        if spot is None:
+            continue
+        key = (spot.score, rows * cols)
+        if best is None or key < best[0]:
+            best = (key, spot, (rows, cols))
+    if best is None:
         return False
-    views = _for_arch(cycle, job, cycle.spaces if short else cycle.long_spaces)
-    spot = choose_placement(views, job.rows, job.cols, cycle.config.placement)
-    if spot is None:
-        return False
-    _start(cycle, job, spot.wafer_index, spot.row, spot.col)
+    _, spot, (rows, cols) = best
+    shaped = job if (rows, cols) == (job.rows, job.cols) else replace(job, rows=rows, cols=cols)
+    _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
     return True
 
 
@@ -171,33 +206,53 @@ def _try_preempt(cycle: _Cycle, job: Job) -> bool:
         cycle.preemptions.append(Preempt(victim.id, job.id, reason))
     cycle.preempting[job.id] = [v.id for v in choice.victims]
     wafer = cycle.snapshot.wafers[choice.wafer_index]
-    cycle.reservation = Reservation(
+    cycle.preempt_reservation = Reservation(
         job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
     )
     return True
 
 
 def _reserve(cycle: _Cycle, job: Job) -> None:
-    """Give the top blocked job a rectangle and start time; block that rectangle for long jobs."""
+    """Give a blocked job a rectangle and start time; block it for the jobs that overlap it.
+
+    Earlier reservations count as held until they end, so a later one never overlaps them in
+    space and time. A flexible job reserves whichever of its shapes starts first.
+    """
+    extra: list[list[TimedRect]] = [[] for _ in cycle.snapshot.wafers]
+    index = {w.id: i for i, w in enumerate(cycle.snapshot.wafers)}
+    for res in cycle.reservations:
+        rect = (res.row, res.col, res.rows, res.cols)
+        extra[index[res.wafer_id]].append(TimedRect(rect, res.start_time + res.time_limit_s))
     wafers = [
-        (w.rows, w.cols, cycle.ends[i])
+        (w.rows, w.cols, cycle.ends[i] + extra[i])
         if cycle.spaces[i] is not None and arch_matches(w, job)
         else None
         for i, w in enumerate(cycle.snapshot.wafers)
     ]
-    found = earliest_start(job.rows, job.cols, wafers, cycle.now, cycle.config.placement)
+    shapes = job.candidate_shapes(cycle.config.flexible)[:MAX_RESERVE_SHAPES]
+    if len(shapes) > 1:  # the shape that can start first (then the smallest), placed below
+        times = [
+            (max(cycle.now, earliest_time(r, c, wafers)), r * c, i)
+            for i, (r, c) in enumerate(shapes)
+        ]
+        shapes = (shapes[min(times)[2]],)
+    rows, cols = shapes[0]
+    found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
     if found is None:
         return
     wafer = cycle.snapshot.wafers[found.wafer_index]
-    cycle.reservation = Reservation(
-        job.id, wafer.id, found.row, found.col, job.rows, job.cols, found.start
+    res = Reservation(
+        job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.time_limit_s
     )
-    space = cycle.spaces[found.wafer_index]
-    assert space is not None
-    blocked = space.copy()
-    blocked.occupy((found.row, found.col, job.rows, job.cols), counts_as_used=False)
-    cycle.long_spaces[found.wafer_index] = blocked
-    cycle.fit_long = None
+    cycle.reservations.append(res)
+    cycle.reservations.sort(key=lambda r: (r.start_time, str(r.job_id)))
+    add_layer(
+        cycle.layers,
+        cycle.spaces,
+        found.wafer_index,
+        (found.row, found.col, rows, cols),
+        found.start,
+    )
 
 
 def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
@@ -211,7 +266,7 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
         if _try_start(cycle, job):
             continue
         blocked_seen = True
-        if cycle.reservation is not None or cycle.preempting:
+        if len(cycle.reservations) >= cycle.config.reservations or cycle.preempting:
             continue
         if _may_preempt(cycle, job) and _try_preempt(cycle, job):
             continue
@@ -219,6 +274,32 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
             if cycle.reserve_attempts < MAX_RESERVE_ATTEMPTS:
                 cycle.reserve_attempts += 1
                 _reserve(cycle, job)
+
+
+def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
+    """The walk order: the `protect_oldest` longest-waiting jobs of the top class go first.
+
+    Ordering by priority alone lets a steady stream of short jobs keep a long one waiting; put
+    first, the oldest jobs start or take the first reservations, so their wait is bounded as
+    under EASY (whose first blocked job is always the oldest), while the rest go by priority.
+    Only jobs that have waited `reserve_after_s` are moved.
+    """
+    count = cycle.config.protect_oldest
+    if count <= 0 or len(pending) < 2:
+        return pending
+    top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
+    peers = [
+        j
+        for j in pending
+        if CLASS_RANK.get(j.priority_class, 1) == top
+        and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
+    ]
+    if not peers:
+        return pending
+    peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
+    first = peers[:count]
+    chosen = {id(j) for j in first}
+    return [*first, *(j for j in pending if id(j) not in chosen)]
 
 
 def _may_preempt(cycle: _Cycle, job: Job) -> bool:
@@ -262,7 +343,7 @@ def plan(
         prios = {j.id: calc.breakdown(j, now) for j in waiting}
     ordered = sorted(waiting, key=lambda j: _order_key(j, prios.get(j.id), config))
     compiles = _compiles(ordered, snapshot.compile_slots_free, cycle.ledger)
-    _schedule_pending(cycle, [j for j in ordered if j.state == "pending"])
+    _schedule_pending(cycle, _oldest_first([j for j in ordered if j.state == "pending"], cycle))
     started = {s.job_id for s in cycle.starts}
     left = [j for j in ordered if j.id not in started] if explain else []
     return Plan(
@@ -273,6 +354,7 @@ def plan(
         reservation=cycle.reservation,
         wafer_metrics=_metrics(cycle),
         order=[j.id for j in left],
+        reservations=list(cycle.reservations),
     )
 
 
@@ -289,6 +371,7 @@ def _explain_all(
         shapes=[(w.rows, w.cols) for w in wafers if w.online],
         dispatched=dispatched,
         preempting=cycle.preempting,
+        flexible=cycle.config.flexible,
     )
     held = [
         (t.end, t.rect[2] * t.rect[3])

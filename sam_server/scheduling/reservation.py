@@ -52,6 +52,21 @@ def _earliest_on(
     return start, mers
 
 
+def earliest_time(
+    rows: int, cols: int, wafers: Sequence[tuple[int, int, Sequence[TimedRect]] | None]
+) -> float:
+    """The earliest time a rows x cols job could start on any wafer (inf if never), without
+    choosing a rectangle: cheap enough to compare a flexible job's shapes."""
+    best = math.inf
+    for wafer in wafers:
+        if wafer is None:
+            continue
+        found = _earliest_on(rows, cols, wafer[0], wafer[1], wafer[2])
+        if found is not None:
+            best = min(best, found[0])
+    return best
+
+
 def earliest_start(
     rows: int,
     cols: int,

@@ -26,6 +26,7 @@ from sam_server.scheduling.model import (
 )
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.policy import plan
+from sam_server.scheduling.shapes import flexible_shapes
 from sam_server.scheduling.simmetrics import SimResult, summarize
 from sam_server.scheduling.swf import TraceJob, shape_for_pes
 
@@ -65,6 +66,8 @@ class _State:
     usage_clock: float = 0.0
     preemptions: int = 0
     users: tuple[str, ...] = ()
+    asked: dict[int, Job] = field(default_factory=dict)
+    held_shape: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def _snapshot(state: _State) -> Snapshot:
@@ -106,7 +109,7 @@ def _apply(state: _State, now: float) -> None:
         job_id = int(run.job.id)
         state.remaining[job_id] = max(0.0, run.end - now)  # resumes from its checkpoint
         state.pending[job_id] = replace(
-            run.job,
+            state.asked[job_id],  # back to its asked shape and alternatives
             state="pending",
             started_at=None,
             preempt_count=run.job.preempt_count + 1,
@@ -119,7 +122,8 @@ def _apply(state: _State, now: float) -> None:
         job = state.pending.pop(job_id)
         end = now + state.remaining[job_id]
         alloc = Allocation(job_id, job.tenant, s.row, s.col, s.rows, s.cols)
-        started = replace(job, state="running", started_at=now)
+        started = replace(job, state="running", started_at=now, rows=s.rows, cols=s.cols)
+        state.held_shape[job_id] = (s.rows, s.cols)
         state.running[job_id] = _Running(started, int(s.wafer_id[1:]), alloc, end)
         state.first_start.setdefault(job_id, now)
         heapq.heappush(state.completions, (end, job_id))
@@ -147,7 +151,9 @@ def _could_start(state: _State) -> bool:
         a = run.alloc
         allocs[run.wafer].append((a.row, a.col, a.rows, a.cols))
     index = FitIndex([FreeSpace.of(state.spec.rows, state.spec.cols, a) for a in allocs])
-    if any(index.fits(j.rows, j.cols) for j in state.pending.values()):
+    flexible = state.config.flexible
+    pending = state.pending.values()
+    if any(index.fits(*shape) for j in pending for shape in j.candidate_shapes(flexible)):
         return True
     if not state.config.preemption or not state.running:
         return False
@@ -155,7 +161,11 @@ def _could_start(state: _State) -> bool:
     return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
 
 
-def _job_of(t: TraceJob, shape: tuple[int, int]) -> Job:
+def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
+    """The policy's job for a trace job: its compiler shape, and the flexible alternatives."""
+    pes = t.procs * spec.pes_per_proc
+    alternatives = ((shape[1], shape[0]), *flexible_shapes(pes, spec.rows, spec.cols))
+    fitting = tuple(s for s in alternatives if s[0] <= spec.rows and s[1] <= spec.cols)
     return Job(
         t.id,
         t.user,
@@ -167,6 +177,7 @@ def _job_of(t: TraceJob, shape: tuple[int, int]) -> Job:
         shape[0],
         shape[1],
         t.time_limit_s,
+        shapes=fitting,
     )
 
 
@@ -201,14 +212,13 @@ def simulate(
         _complete_until(state, now)
         while i < len(arrivals) and arrivals[i][0].submit_s <= now:
             t, shape = arrivals[i]
-            state.pending[t.id] = _job_of(t, shape)
+            state.pending[t.id] = state.asked[t.id] = _job_of(t, shape, spec)
             i += 1
         if state.pending and (len(state.finish) > ended or _could_start(state)):
             _apply(state, now)
-    shapes = {t.id: s for t, s in arrivals}
     return summarize(
         state.trace,
-        shapes,
+        state.held_shape,
         state.first_start,
         state.finish,
         spec,

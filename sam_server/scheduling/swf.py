@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -71,6 +71,19 @@ def read_swf(path: str | Path, limit: int | None = None) -> list[TraceJob]:
             break
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return jobs
+
+
+def scale_interarrival(jobs: list[TraceJob], factor: float) -> list[TraceJob]:
+    """The trace with every gap between submits times `factor` (0.5 = twice the load).
+
+    The first submit stays where it is; run times, sizes and users do not change.
+    """
+    if factor <= 0:
+        raise ValueError(f"the inter-arrival factor must be > 0, got {factor}")
+    if factor == 1.0 or not jobs:
+        return list(jobs)
+    first = jobs[0].submit_s
+    return [replace(j, submit_s=first + (j.submit_s - first) * factor) for j in jobs]
 
 
 @lru_cache(maxsize=65536)

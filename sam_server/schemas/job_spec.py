@@ -228,6 +228,10 @@ class DataLoading(_Strict):
 class RegionRequest(_Strict):
     rows: int = Field(ge=1)
     cols: int = Field(ge=1)
+    flexible: bool = False
+    """The job also accepts other rectangles of about rows x cols PEs (the scheduler picks)."""
+    max_aspect: float = Field(default=4.0, ge=1.0)
+    """A flexible job's bound on long side / short side of the shapes it accepts."""
 
 
 class Resources(_Strict):

@@ -19,6 +19,7 @@ def job(
     started: float | None = None,
     preempt_count: int = 0,
     preemptible: bool = True,
+    shapes: tuple[tuple[int, int], ...] = (),
 ) -> Job:
     """A job; running jobs need `started`."""
     return Job(
@@ -35,6 +36,7 @@ def job(
         started_at=started,
         preempt_count=preempt_count,
         preemptible=preemptible,
+        shapes=shapes,
     )
 
 

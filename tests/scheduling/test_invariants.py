@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from sam_server.scheduling import Allocation, PolicyConfig, Quota, plan
 from sam_server.scheduling.model import CLASS_RANK, Job
+from sam_server.scheduling.shapes import flexible_shapes
 
 from .factories import job, overlaps, snapshot
 
@@ -40,6 +41,13 @@ def scenario(draw: st.DrawFn):
             limit=float(draw(st.integers(20, 400))),
         )
         for i in range(draw(st.integers(1, 16)))
+    ]
+    # some jobs are flexible: they accept every shape of their PEs (within the default bounds)
+    jobs = [
+        replace(j, shapes=flexible_shapes(j.pes, 12, 12) + ((j.cols, j.rows),))
+        if draw(st.booleans())
+        else j
+        for j in jobs
     ]
     offline = {w[0] for w in wafers if draw(st.booleans()) and draw(st.booleans())}
     return wafers, jobs, quotas, offline
@@ -74,7 +82,7 @@ def _run_cycles(wafers, jobs, quotas, offline, cycles, config, check):
         for s in p.starts:
             j = pending.pop(s.job_id)
             running[j.id] = (
-                replace(j, state="running", started_at=now),
+                replace(j, state="running", started_at=now, rows=s.rows, cols=s.cols),
                 Allocation(j.id, j.tenant, s.row, s.col, s.rows, s.cols),
                 s.wafer_id,
             )
@@ -99,8 +107,8 @@ def _check_regions_and_quotas(p, snap, now) -> None:
         assert not any(overlaps(rect, other) for other in held[s.wafer_id])
         held[s.wafer_id].append(rect)
         j = by_id[s.job_id]
-        assert (s.rows, s.cols) == (j.rows, j.cols)
-        pes[j.tenant] = pes.get(j.tenant, 0) + j.pes
+        assert (s.rows, s.cols) in j.candidate_shapes()  # the asked shape or an alternative
+        pes[j.tenant] = pes.get(j.tenant, 0) + s.rows * s.cols
         count[j.tenant] = count.get(j.tenant, 0) + 1
     for tenant, state in snap.tenants.items():
         q = state.quota

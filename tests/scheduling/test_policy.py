@@ -225,8 +225,16 @@ def test_only_a_job_that_waited_reserve_after_gets_the_reservation() -> None:
             W10,
             [held, old_big, young_small],
             {"w0": [alloc]},
-            config=PolicyConfig(reserve_after_s=0.0),
+            config=PolicyConfig(reserve_after_s=0.0, reservations=1, protect_oldest=0),
         ),
         1000.0,
     )
     assert easy_like.reservation is not None and easy_like.reservation.job_id == 2
+    # SAM's default: the oldest job goes first and reserves; the top blocked job reserves too,
+    # after it (conservative backfill for the top two).
+    cfg = PolicyConfig(reserve_after_s=0.0)
+    both = plan(
+        snapshot(W10, [held, old_big, young_small], {"w0": [alloc]}, config=cfg),
+        1000.0,
+    )
+    assert [(r.job_id, r.start_time) for r in both.reservations] == [(1, 1000.0), (2, 6000.0)]

@@ -1,0 +1,68 @@
+"""Flexible regions: the rectangles a job of N PEs may run in, for the policy to choose from.
+
+A job that asks for `region: {pes: N}` or `{rows, cols, flexible: true}` accepts any rectangle
+of at least its PEs whose aspect ratio is within a bound and that wastes little area. The
+compiler can place a graph on any rows x cols rectangle, so every such shape is buildable; the
+policy picks the one that fits the free space best, and the compile for it is a cache hit or
+done before the start.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+Shape = tuple[int, int]
+
+MAX_ASPECT = 4.0
+"""Default bound on max(rows, cols) / min(rows, cols) of a flexible shape."""
+MAX_WASTE = 0.125
+"""Default bound on the extra PEs of a shape over the job's PEs (12.5%)."""
+MAX_SHAPES = 6
+"""At most this many shapes per job: each costs a fit test per cycle."""
+
+
+@lru_cache(maxsize=65536)
+def flexible_shapes(
+    pes: int,
+    wafer_rows: int,
+    wafer_cols: int,
+    max_aspect: float = MAX_ASPECT,
+    max_waste: float = MAX_WASTE,
+    limit: int = MAX_SHAPES,
+) -> tuple[Shape, ...]:
+    """The shapes (rows, cols) a job of `pes` PEs may take on a wafer_rows x wafer_cols wafer.
+
+    Rectangles of at least `pes` PEs, at most `pes * (1 + max_waste)`, aspect <= `max_aspect`,
+    that fit the wafer and are not dominated (a shape no smaller in both sides than another is
+    dropped: wherever it fits, the smaller one does too). Least area first, then squarest, then
+    the wider; at most `limit`. Empty when none exists (the caller keeps the asked shape).
+    """
+    if pes < 1:
+        raise ValueError(f"a region needs at least 1 PE, got {pes}")
+    found: list[tuple[tuple[int, float, bool], Shape]] = []
+    # rows * cols <= pes * (1 + waste) and rows <= cols * aspect bound rows by this
+    tallest = math.isqrt(math.floor(pes * (1.0 + max_waste) * max_aspect)) + 1
+    for rows in range(1, min(wafer_rows, pes, tallest) + 1):
+        cols = math.ceil(pes / rows)
+        if cols > wafer_cols:
+            continue
+        aspect = max(rows, cols) / min(rows, cols)
+        if aspect > max_aspect or rows * cols > pes * (1.0 + max_waste):
+            continue
+        found.append(((rows * cols, aspect, rows > cols), (rows, cols)))
+    found.sort()
+    kept: list[Shape] = []
+    for _, (r, c) in found:
+        if not any(kr <= r and kc <= c for kr, kc in kept):
+            kept.append((r, c))
+    return tuple(kept[:limit])
+
+
+def check_flexible_region(rows: int, cols: int, max_aspect: float) -> str | None:
+    """Why a flexible region request is invalid, or None (the message says what to change)."""
+    if rows < 1 or cols < 1:
+        return f"region {rows}x{cols} is empty; ask for at least 1x1 PEs"
+    if max_aspect < 1.0:
+        return f"max_aspect {max_aspect} is below 1; use a bound of at least 1 (1 = square only)"
+    return None

@@ -1,0 +1,118 @@
+"""Flexible regions: the shapes a job may take, and the policy starting one in a shape that fits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sam_server.scheduling import PolicyConfig, Quota, easy_config, plan
+from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.sim import ClusterSpec, simulate
+from sam_server.scheduling.swf import TraceJob, shape_for_pes
+
+from .factories import job, running, snapshot
+
+W10 = [("w0", 10, 10)]
+
+
+def test_flexible_shapes_cover_the_pes_within_the_aspect_and_waste_bounds() -> None:
+    shapes = flexible_shapes(64, 16, 16)
+    assert shapes[0] == (8, 8)  # least area first, then the squarest
+    assert (4, 16) in shapes and (16, 4) in shapes  # both orientations
+    for r, c in shapes:
+        assert 64 <= r * c <= 72 and max(r, c) / min(r, c) <= 4 and r <= 16 and c <= 16
+    # no shape is at least as large in both sides as another (it would never fit where that fails)
+    assert not any(a != b and a[0] >= b[0] and a[1] >= b[1] for a in shapes for b in shapes)
+    assert flexible_shapes(64, 4, 4) == ()  # larger than the wafer: nothing
+    with pytest.raises(ValueError, match="at least 1 PE"):
+        flexible_shapes(0, 16, 16)
+
+
+def _blocked_wide_job(**kw: object):
+    """A 10x10 wafer with its left 6 columns held: only a 10-row x 4-col strip is free."""
+    held, alloc = running(9, 0, 0, 10, 6, limit=100.0)
+    wide = job(1, 4, 10, limit=50.0, **kw)  # type: ignore[arg-type]
+    return held, alloc, wide
+
+
+def test_a_flexible_job_starts_in_a_shape_it_did_not_ask_for() -> None:
+    held, alloc, wide = _blocked_wide_job()
+    flexible = replace(wide, shapes=((10, 4),))
+    p = plan(snapshot(W10, [held, flexible], {"w0": [alloc]}), 10.0)
+    assert [(s.job_id, s.rows, s.cols, s.row, s.col) for s in p.starts] == [(1, 10, 4, 0, 6)]
+    # the anchors (and a rigid job) keep the asked shape and wait
+    rigid = plan(snapshot(W10, [held, wide], {"w0": [alloc]}), 10.0)
+    assert rigid.starts == [] and 1 in rigid.waiting
+    cfg = easy_config()
+    anchor = plan(snapshot(W10, [held, flexible], {"w0": [alloc]}, config=cfg), 10.0)
+    assert anchor.starts == []
+
+
+def test_the_best_fit_shape_wins_and_the_asked_one_on_a_tie() -> None:
+    tie = job(1, 2, 5, shapes=((5, 2),))  # both leave an 8x10 / 10x8 free rectangle
+    p = plan(snapshot(W10, [tie]), 0.0)
+    assert [(s.rows, s.cols) for s in p.starts] == [(2, 5)]
+    better = job(1, 2, 5, shapes=((5, 2), (1, 10)))  # a 1x10 strip leaves 9x10 free
+    p = plan(snapshot(W10, [better]), 0.0)
+    assert [(s.rows, s.cols) for s in p.starts] == [(1, 10)]
+
+
+def test_a_larger_flexible_shape_never_takes_the_tenant_over_max_pes() -> None:
+    held, alloc = running(9, 0, 0, 10, 6, limit=100.0, tenant="other")
+    # asks 8x5 = 40 PEs (does not fit the 10x4 strip); its alternative 10x4 = 40 fits, 7x6 not
+    j = job(1, 8, 5, shapes=((10, 5), (10, 4)))
+    quotas = {"t": Quota(max_pes=40), "other": Quota()}
+    p = plan(snapshot(W10, [held, j], {"w0": [alloc]}, quotas=quotas), 0.0)
+    assert [(s.rows, s.cols) for s in p.starts] == [(10, 4)]
+    tight = {"t": Quota(max_pes=39), "other": Quota()}
+    small = job(2, 6, 6, shapes=((4, 10),))  # 36 PEs; 4x10 = 40
+    p = plan(snapshot(W10, [held, small], {"w0": [alloc]}, quotas=tight), 0.0)
+    assert p.starts == []  # 6x6 does not fit the strip and 4x10 would exceed max_pes
+
+
+def test_a_flexible_job_reserves_the_shape_that_starts_first() -> None:
+    # left half held until 100, right 4 columns until 1000: a 10x6 job waits for 100, a 6x10 for
+    # 1000; the flexible job reserves 10x6 at 100 and explains the shape it will get
+    left, a1 = running(8, 0, 0, 10, 6, limit=100.0)
+    right, a2 = running(9, 0, 6, 10, 4, limit=1000.0)
+    j = job(1, 6, 10, limit=50.0, shapes=((10, 6),))
+    cfg = PolicyConfig(reserve_after_s=0.0)
+    p = plan(snapshot(W10, [left, right, j], {"w0": [a1, a2]}, config=cfg), 0.0)
+    assert p.reservation is not None
+    assert (p.reservation.rows, p.reservation.cols, p.reservation.start_time) == (10, 6, 100.0)
+
+
+def test_explain_tells_a_flexible_job_that_none_of_its_shapes_fits() -> None:
+    held, alloc = running(9, 0, 0, 10, 7, limit=100.0)  # a 10x3 strip is free
+    j = job(1, 4, 10, shapes=((10, 4), (5, 8)))
+    p = plan(snapshot(W10, [held, j], {"w0": [alloc]}), 0.0)
+    reasons = p.waiting[1].reasons
+    assert any("none of its 2 other accepted shapes fits" in r.message for r in reasons)
+
+
+def test_sam_sim_starts_a_trace_job_rotated_where_easy_waits() -> None:
+    # a 3x6 wafer: job 1 (12 PEs) takes 3x4, leaving a 3x2 strip; job 2 (6 PEs) is compiled
+    # as 2x3, which does not fit the strip, but its rotation does
+    trace = [TraceJob(1, 0.0, 100.0, 100.0, 12, "u"), TraceJob(2, 1.0, 50.0, 50.0, 6, "u")]
+    spec = ClusterSpec(1, 3, 6, 1)
+    assert shape_for_pes(6, 3, 6) == (2, 3)
+    sam = simulate(trace, spec, PolicyConfig(reserve_after_s=0.0), "sam")
+    easy = simulate(trace, spec, easy_config(), "easy")
+    assert sam.max_wait_s == 0.0 and easy.max_wait_s == 99.0
+    assert sam.utilization > easy.utilization  # same work, shorter makespan
+
+
+def test_a_flexible_region_in_a_job_spec_becomes_the_policy_jobs_shapes() -> None:
+    from sam_server.scheduler.snapshot import accepted_shapes
+    from sam_server.schemas.job_spec import RegionRequest
+
+    spec = {"resources": {"region": {"rows": 24, "cols": 40, "flexible": True}}}
+    shapes = accepted_shapes(spec, 24, 40)
+    assert shapes[0] == (40, 24) and (24, 40) not in shapes
+    assert all(r * c >= 960 and max(r, c) / min(r, c) <= 4 for r, c in shapes)
+    assert accepted_shapes({"resources": {"region": {"rows": 24, "cols": 40}}}, 24, 40) == ()
+    square = {"resources": {"region": {"rows": 8, "cols": 8, "flexible": True, "max_aspect": 1}}}
+    assert accepted_shapes(square, 8, 8) == ()  # only square shapes: 8x8 itself
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        RegionRequest(rows=8, cols=8, flexible=True, max_aspect=0.5)
