@@ -25,6 +25,8 @@ def write_sources(files: dict[str, str], directory: Path) -> Path:
         target = (directory / name).resolve()
         if directory.resolve() not in target.parents:
             raise InvalidSpec(f"file name {name!r} escapes the job directory; use a plain name")
+        if target.is_file() and target.read_text() == text:
+            continue  # already there (the sandbox's source directory is read-only)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     return directory

@@ -117,6 +117,26 @@ def start(
     except seccomp.SeccompUnsupported as exc:
         raise SandboxUnavailable(str(exc)) from None
     uid, lock = lease_uid()
+    try:
+        return _launch(bwrap, program, uid, lock, argv, mounts, limits, (stdin, stdout, stderr))
+    except BaseException as exc:
+        if lock is not None:
+            lock.close()
+        if isinstance(exc, (OSError, subprocess.SubprocessError)):
+            raise SandboxUnavailable(f"bwrap could not be started: {exc}") from exc
+        raise
+
+
+def _launch(  # noqa: PLR0913 - the pieces `start` gathered
+    bwrap: str,
+    program: bytes,
+    uid: int | None,
+    lock: IO[bytes] | None,
+    argv: list[str],
+    mounts: list[Mount],
+    limits: SandboxLimits,
+    stdio: tuple[Any, Any, Any],
+) -> Running:
     fds: list[int] = []
     try:
         binds = _binds(mounts)
@@ -131,16 +151,12 @@ def start(
         proc = subprocess.Popen(
             args,
             env=child_env(),
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
+            stdin=stdio[0],
+            stdout=stdio[1],
+            stderr=stdio[2],
             pass_fds=fds,
             preexec_fn=lambda: _enter(uid, sources, staged, limits),
         )
-    except BaseException:
-        if lock is not None:
-            lock.close()
-        raise
     finally:
         for fd in fds:
             os.close(fd)
@@ -285,6 +301,12 @@ def lease_uid() -> tuple[int | None, IO[bytes] | None]:
     """(uid, lock) of a free pool uid when running as root; (None, None) otherwise."""
     if os.geteuid() != 0:
         return None, None
+    missing = [name for bit, name in _ROOT_CAPS.items() if not _capabilities() >> bit & 1]
+    if missing:
+        raise SandboxUnavailable(
+            f"the worker runs as root without the capabilities {', '.join(missing)} it needs "
+            "to stage the sandbox and drop to a pool uid; run it with them, or as a plain user"
+        )
     directory = _lock_dir()
     for uid in _pool():
         if _uid_has_account(uid):
@@ -300,6 +322,23 @@ def lease_uid() -> tuple[int | None, IO[bytes] | None]:
     raise SandboxUnavailable(
         f"all {len(_pool())} sandbox uids are busy; raise SAM_SANDBOX_UID_COUNT"
     )
+
+
+_ROOT_CAPS = {
+    0: "CAP_CHOWN",
+    1: "CAP_DAC_OVERRIDE",
+    5: "CAP_KILL",
+    6: "CAP_SETGID",
+    7: "CAP_SETUID",
+    21: "CAP_SYS_ADMIN",
+}
+
+
+def _capabilities() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
 
 
 def _uid_has_account(uid: int) -> bool:

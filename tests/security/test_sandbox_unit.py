@@ -1,0 +1,198 @@
+"""The sandbox module on its own (no cluster): isolation as the tenant code sees it, processes
+that die with their task, validated batch frames, and failing closed."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from compiler.errors import ModelError
+from compiler.sandbox import SandboxLimits, SandboxUnavailable, probe, run_task, stream_batches
+from compiler.sandbox.seccomp import DENIED, build_filter, syscall_numbers
+from tests.compiler.conftest import make_spec
+from tests.security.hostile import assert_contained, attack_source, parse_report
+
+ROOT = os.geteuid() == 0
+FAST = SandboxLimits(cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=60.0)
+
+
+def file_spec(batch_size: int = 4, **data: object) -> dict:  # type: ignore[type-arg]
+    spec = make_spec("mlp")
+    spec["data"] = {
+        "source": "file",
+        "file": "data.py",
+        "function": "make_batch",
+        "task": None,
+        "input_shape": None,
+        "num_classes": None,
+        "batch_size": batch_size,
+        **data,
+    }
+    return spec
+
+
+def marker_processes(marker: str) -> list[int]:
+    """Host pids whose command line carries `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path("/proc", entry, "cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def first_batch_error(source: str, **kwargs: object) -> ModelError:
+    batches = stream_batches(file_spec(), {"data.py": source}, 0, None, FAST, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ModelError) as info:
+        next(batches)
+    batches.close()
+    return info.value
+
+
+def test_probe_reports_a_complete_sandbox() -> None:
+    found = probe()
+    assert found["ok"], found
+    assert {"ipc", "mnt", "net", "pid", "user", "uts"} <= set(found["fresh_namespaces"])
+    assert found["uid"] == ("pool" if ROOT else "shared with the worker")
+
+
+def test_every_hostile_attempt_fails_and_every_process_dies(tmp_path: Path) -> None:
+    secret = tmp_path / "admin.token"
+    secret.write_text("sam-secret-" + uuid.uuid4().hex)
+    (tmp_path / "checkpoints").mkdir()
+    marker = "sam-attack-" + uuid.uuid4().hex
+    source = attack_source(str(tmp_path), [os.getpid(), 1], [6379, 5432], marker, syscall_numbers())
+    source += "\ndef make_batch(step, batch_size):\n    raise RuntimeError(run_attacks())\n"
+    error = first_batch_error(source)
+    report = parse_report(error.message)
+    assert_contained(report, pool_uid=ROOT)
+    assert secret.read_text() not in error.message
+    assert report["daemon"] == "GOT 'spawned'"
+    assert report["forks"].startswith("GOT ")
+    assert marker_processes(marker) == []  # the setsid daemon and the 30 children died too
+
+
+def test_process_count_is_limited() -> None:
+    marker = "sam-forks-" + uuid.uuid4().hex
+    source = attack_source("/nonexistent", [], [], marker, syscall_numbers(), forks=500)
+    source += "\ndef make_batch(step, batch_size):\n    raise RuntimeError(run_attacks())\n"
+    report = parse_report(first_batch_error(source).message)
+    assert int(report["forks"][4:]) < FAST.processes
+    assert marker_processes(marker) == []
+
+
+def test_seccomp_filter_denies_each_listed_call_on_both_architectures() -> None:
+    for machine in ("x86_64", "aarch64"):
+        numbers = syscall_numbers(machine)
+        assert {"setns", "unshare", "mount", "ptrace", "bpf", "userfaultfd"} <= set(DENIED)
+        assert all(name in numbers for name in DENIED if name not in ("iopl", "ioperm"))
+        program = build_filter(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 < 256
+
+
+HEADER_THEN_SILENCE = """import sys, time
+def make_batch(step, batch_size):
+    out = sys.stdout.buffer
+    header = b'{"dtype": "<f4", "shape": [4, 8]}'
+    out.write(len(header).to_bytes(4, "little") + header)
+    out.flush()
+    time.sleep(300)
+"""
+
+HUGE_HEADER = """import sys, time
+def make_batch(step, batch_size):
+    out = sys.stdout.buffer
+    header = b'{"dtype": "<f4", "shape": [4, 67108864]}'
+    out.write(len(header).to_bytes(4, "little") + header)
+    out.flush()
+    time.sleep(300)
+"""
+
+
+def test_a_header_then_silence_ends_at_stop_and_at_the_read_timeout() -> None:
+    stop_at = time.monotonic() + 3.0
+    batches = stream_batches(
+        file_spec(),
+        {"data.py": HEADER_THEN_SILENCE},
+        0,
+        None,
+        FAST,
+        should_stop=lambda: time.monotonic() > stop_at,
+    )
+    assert list(batches) == []  # the stream ended (StopIteration) once should_stop said so
+    assert time.monotonic() - stop_at < 3.0
+    short = SandboxLimits(cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=4.0)
+    silent = stream_batches(file_spec(), {"data.py": HEADER_THEN_SILENCE}, 0, None, short)
+    with pytest.raises(ModelError, match="produced no batch within 4 s"):
+        next(silent)
+
+
+def test_a_huge_or_misshapen_frame_is_refused_before_it_is_read() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    error = first_batch_error(HUGE_HEADER)
+    assert "would take 1073741824 bytes" in error.message
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+    wrong = "import numpy as np\ndef make_batch(step, batch_size):\n"
+    wrong += "    return np.zeros((batch_size + 1, 3)), np.zeros(batch_size + 1)\n"
+    assert "batch size 4" in first_batch_error(wrong).message
+
+
+def test_out_of_range_labels_are_refused() -> None:
+    labels = "import numpy as np\ndef make_batch(step, batch_size):\n"
+    labels += "    return np.zeros((batch_size, 3)), np.full(batch_size, 7)\n"
+    spec = file_spec(task="classification", num_classes=5, input_shape=[3])
+    batches = stream_batches(spec, {"data.py": labels}, 0, None, FAST)
+    with pytest.raises(ModelError, match=r"outside \[0, 5\)"):
+        next(batches)
+    batches.close()
+
+
+def test_a_missing_bwrap_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAM_SANDBOX_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(SandboxUnavailable) as info:
+        run_task("empty", {}, {}, FAST)
+    assert info.value.kind == "internal"
+    assert "bubblewrap not found at /nonexistent/bwrap" in info.value.message
+    found = probe()
+    assert not found["ok"] and "bubblewrap not found" in found["missing"]
+
+
+PROBE = "from compiler.sandbox import probe; import json; print(json.dumps(probe()))"
+
+
+@pytest.mark.skipif(not ROOT, reason="drops root's capabilities")
+def test_without_capabilities_or_as_an_unprivileged_user_it_fails_closed() -> None:
+    import json
+
+    runs = {
+        "no caps": ["setpriv", "--inh-caps=-all", "--bounding-set=-all"],
+        "nobody": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+    }
+    for name, prefix in runs.items():
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        assert not found["ok"], (name, found)
+        assert "tenant code refused" in found["missing"], (name, found)
+
+
+def test_an_empty_task_starts_quickly() -> None:
+    run_task("empty", {}, {}, FAST)
+    start = time.perf_counter()
+    run_task("empty", {}, {}, FAST)
+    assert time.perf_counter() - start < 5.0  # 100 ms on an idle machine (benchmarks/sandbox.py)
