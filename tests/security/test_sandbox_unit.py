@@ -196,3 +196,21 @@ def test_an_empty_task_starts_quickly() -> None:
     start = time.perf_counter()
     run_task("empty", {}, {}, FAST)
     assert time.perf_counter() - start < 5.0  # 100 ms on an idle machine (benchmarks/sandbox.py)
+
+
+def test_a_cached_compile_never_starts_a_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compiler import compile_job
+    from compiler.sandbox import launcher
+
+    spec = make_spec("mlp")
+    first = compile_job(spec, {}, region=(8, 8), cache_dir=tmp_path)
+    assert first.summary["sandboxed"] and not first.cache_hit
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cached compile started a sandbox")
+
+    monkeypatch.setattr(launcher, "start", refuse)
+    again = compile_job(spec, {}, region=(8, 8), cache_dir=tmp_path)
+    assert again.cache_hit and again.artifact_dir == first.artifact_dir
