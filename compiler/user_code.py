@@ -1,7 +1,7 @@
 """Loading uploaded user files as modules (torch-free, so data children start fast).
 
 Loading a user file runs its top-level code, so outside tests this is only used inside the
-sandbox child (`compiler.sandbox_child`).
+sandbox child (`compiler.sandbox.child`).
 """
 
 from __future__ import annotations

@@ -300,3 +300,35 @@ def test_honest_make_batch_files_train_end_to_end(cluster, tenants, files) -> No
     job = _wait(c, victim, job_id, _ended)
     assert job["state"] == "succeeded", job
     assert job["progress"]["step"] == 6 and job["progress"]["loss"] is not None
+
+
+def test_a_worker_without_its_sandbox_refuses_tenant_code_and_stays_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sam_server.config import Settings
+    from sam_worker.supervisor import Cluster
+
+    for key in [k for k in os.environ if k.startswith("SAM_")]:
+        monkeypatch.delenv(key)
+    cluster_file = tmp_path / "cluster.yaml"
+    cluster_file.write_text("wafers:\n  - {id: w0, arch: wse2, rows: 64, cols: 64}\n")
+    monkeypatch.setenv("SAM_CLUSTER", str(cluster_file))
+    monkeypatch.setenv("SAM_SANDBOX_BWRAP", "/nonexistent/bwrap")
+    c = Cluster(Settings(data_dir=tmp_path / "data", admin_token=ADMIN), port=free_port())
+    c.start()
+    try:
+        c.wait_ready(180)
+        who = _tenant(c, "lab")
+        for spec, files in (
+            (_spec("user-model"), {"model.py": MODEL, "data.py": NUMPY_DATA}),
+            ({"name": "builtin", "model": {"builtin": "mlp"}}, {}),
+        ):
+            job = _wait(c, who, _submit(c, who, spec, files), _ended)
+            assert job["state"] == "failed" and job["error"]["kind"] == "internal", job
+            assert "tenant code refused" in job["error"]["message"], job
+            assert "bubblewrap not found at /nonexistent/bwrap" in job["error"]["message"], job
+        assert all(p.proc and p.proc.poll() is None for p in c.parts)
+        logs = (c.settings.data_dir / "logs" / "compile-0.log").read_text()
+        assert "tenant code sandbox UNAVAILABLE" in logs
+    finally:
+        c.stop()
