@@ -214,3 +214,29 @@ def test_a_cached_compile_never_starts_a_sandbox(
     monkeypatch.setattr(launcher, "start", refuse)
     again = compile_job(spec, {}, region=(8, 8), cache_dir=tmp_path)
     assert again.cache_hit and again.artifact_dir == first.artifact_dir
+
+
+FORGED = {
+    "link": (
+        "import os\nos.symlink('/etc/hostname', '/job/out/result.json')\nos._exit(0)\n",
+        "unreadable result.json",
+    ),
+    "extra_tensor": (
+        "import numpy\nfrom torch import nn\n_save = numpy.savez\n"
+        "numpy.savez = lambda f, **kw: _save(f, evil=numpy.zeros(3), **kw)\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(784, 10)\n    def forward(self, x):\n"
+        "        return self.fc(x)\n",
+        "undeclared tensor 'evil'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_forged_trace_outputs_are_refused(case: str) -> None:
+    from compiler.sandbox import run_trace
+    from tests.compiler.conftest import user_model_spec
+
+    source, expected = FORGED[case]
+    with pytest.raises(ModelError, match=expected):
+        run_trace(user_model_spec(), {"model.py": source}, FAST)
