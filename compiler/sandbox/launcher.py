@@ -206,6 +206,8 @@ def _filesystem_args(binds: list[Mount], staged: list[str], limits: SandboxLimit
 
 
 _STAGE = Path("/run/sam-sandbox/stage")
+# Loaded here, not in the forked child: dlopen there could wait on a lock another thread held.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _stage_dirs(binds: list[Mount]) -> list[str]:
@@ -230,12 +232,11 @@ def _enter(uid: int | None, sources: list[str], staged: list[str], limits: Sandb
     """preexec_fn, in the forked child before exec'ing bwrap: stage the binds in a private mount
     namespace (root only), drop to the task's uid, set the rlimits the whole task inherits."""
     if uid is not None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private /")
+        _check(_LIBC.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private /")
         for source, target in zip(sources, staged, strict=True):
             _check(
-                libc.mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
+                _LIBC.mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
                 f"bind {source}",
             )
         os.setgroups([])

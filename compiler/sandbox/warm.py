@@ -91,12 +91,13 @@ def take(limits: SandboxLimits) -> Slot | None:
     """The waiting sandbox when it was started with these limits and still lives, else None."""
     global _slot
     with _lock:
-        slot, _slot = _slot, None
+        slot = _slot
+        if slot is None or slot.limits != limits:
+            return None  # a task with other limits starts cold; the slot waits for the next
+        _slot = None
     if _enabled:
         _refill_soon()
-    if slot is None:
-        return None
-    if slot.limits != limits or slot.running.proc.poll() is not None:
+    if slot.running.proc.poll() is not None:  # it died while waiting (killed, out of memory)
         slot.discard()
         return None
     return slot

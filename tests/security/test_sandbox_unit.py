@@ -240,3 +240,22 @@ def test_forged_trace_outputs_are_refused(case: str) -> None:
     source, expected = FORGED[case]
     with pytest.raises(ModelError, match=expected):
         run_trace(user_model_spec(), {"model.py": source}, FAST)
+
+
+def test_a_prestarted_sandbox_serves_exactly_one_trace_with_the_jobs_files() -> None:
+    from compiler.sandbox import run_trace, warm
+    from tests.compiler.conftest import user_model_spec
+    from tests.compiler.test_frontend_equivalence import USER_MODEL
+
+    warm.warm_sandbox()
+    deadline = time.monotonic() + 60
+    while warm._slot is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    slot = warm._slot
+    assert slot is not None
+    spec = user_model_spec(model={"kwargs": {"hidden": 8}})
+    graph, tensors, _ = run_trace(spec, {"model.py": USER_MODEL})
+    assert slot.running.proc.poll() is not None  # it ran this trace and was killed
+    assert not slot.scratch.exists()
+    assert any(i["role"] == "param" for i in graph["inputs"]) and tensors
+    assert warm._slot is not slot  # the next trace gets a fresh one
