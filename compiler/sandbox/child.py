@@ -68,7 +68,15 @@ def _batches(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
         step += 1
 
 
-_TASKS = {"empty": lambda payload, files: {"ok": True}, "probe": _probe}
+def _empty(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    """Nothing, and the CPU time it took to get here (the sandbox's own start-up cost)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"ok": True, "cpu_s": usage.ru_utime + usage.ru_stime}
+
+
+_TASKS = {"empty": _empty, "probe": _probe}
 _TASKS.update(trace=_trace, batches=_batches)
 
 
