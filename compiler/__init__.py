@@ -12,7 +12,10 @@ Public entry points (imported lazily, so `import compiler` does not import torch
 
 from __future__ import annotations
 
-from typing import Any
+# Not `import typing`: this package is imported at the start of every sandbox.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 COMPILER_VERSION = "0.1.0"
 

@@ -13,7 +13,10 @@ Public surface (imported lazily, so the child side starts without numpy):
 
 from __future__ import annotations
 
-from typing import Any
+# Not `import typing`: this package is imported at the start of every sandbox.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS = {
     "run_trace": "compiler.sandbox.trace",

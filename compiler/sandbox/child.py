@@ -12,20 +12,25 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
-from pathlib import Path
-from typing import Any
 
-OUT = Path("/job/out")
-SRC = Path("/job/src")
+# Imports are kept to os, sys and json until a task needs more: they are the start-up cost of
+# every sandbox (typing, pathlib and traceback would double it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+OUT = "/job/out"
+SRC = "/job/src"
 
 
 def _write(result: dict[str, Any]) -> None:
-    (OUT / "result.json").write_text(json.dumps(result))
+    with open(os.path.join(OUT, "result.json"), "w") as handle:
+        handle.write(json.dumps(result))
 
 
 def _probe(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    with open("/proc/self/status") as handle:
+        status = dict(line.split(":", 1) for line in handle.read().splitlines())
     namespaces = {n: os.readlink(f"/proc/self/ns/{n}") for n in sorted(os.listdir("/proc/self/ns"))}
     return {
         "ok": True,
@@ -39,24 +44,28 @@ def _probe(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
 
 
 def _trace(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    from pathlib import Path
+
     import numpy as np
 
     from compiler.frontend import trace_training_step
     from compiler.ir import save_graph
 
-    traced = trace_training_step(payload["spec"], files, source_dir=SRC)
-    save_graph(traced.graph, OUT / "graph.json")
-    np.savez(OUT / "init.npz", **traced.tensors)  # type: ignore[arg-type]
+    traced = trace_training_step(payload["spec"], files, source_dir=Path(SRC))
+    save_graph(traced.graph, Path(OUT, "graph.json"))
+    np.savez(Path(OUT, "init.npz"), **traced.tensors)  # type: ignore[arg-type]
     return {"ok": True}
 
 
 def _batches(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    from pathlib import Path
+
     from compiler.data import normalize_batch
     from compiler.sandbox.frames import write_array
     from compiler.user_code import load_batch_function
 
     spec = payload["spec"]
-    make_batch = load_batch_function(spec, files, SRC)
+    make_batch = load_batch_function(spec, files, Path(SRC))
     out = sys.stdout.buffer
     step = int(payload["start_step"])
     batch_size = int(spec["data"]["batch_size"])
@@ -81,6 +90,12 @@ _TASKS.update(trace=_trace, batches=_batches)
 
 
 def _failure(exc: BaseException) -> dict[str, Any]:
+    import traceback
+
+    from compiler.errors import CompileError
+
+    if isinstance(exc, CompileError):
+        return exc.to_dict()
     if isinstance(exc, MemoryError):
         message = "the model code ran out of memory (MemoryError)"
     elif isinstance(exc, BrokenPipeError):
@@ -90,7 +105,7 @@ def _failure(exc: BaseException) -> dict[str, Any]:
         if "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower():
             message = f"the model code ran out of memory: {exc}"
     frames = [
-        f"{Path(f.filename).name}:{f.lineno} in {f.name}"
+        f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
         for f in traceback.extract_tb(exc.__traceback__)[-12:]
     ]
     return {"kind": "model_error", "message": message, "details": {"traceback": frames}}
@@ -98,14 +113,14 @@ def _failure(exc: BaseException) -> dict[str, Any]:
 
 def main() -> None:
     """Run the task described in /job/ctl/task.json."""
-    task = json.loads(Path("/job/ctl/task.json").read_text())
-    files = {name: (SRC / name).read_text() for name in task["files"]}
-    from compiler.errors import CompileError
-
+    with open("/job/ctl/task.json") as handle:
+        task = json.load(handle)
+    files = {}
+    for name in task["files"]:
+        with open(os.path.join(SRC, name)) as handle:
+            files[name] = handle.read()
     try:
         result = _TASKS[task["task"]](task["payload"], files)
-    except CompileError as exc:
-        result = {"ok": False, "error": exc.to_dict()}
     except BaseException as exc:  # noqa: BLE001 - everything user code raises is a model error
         result = {"ok": False, "error": _failure(exc)}
     _write(result)
