@@ -135,6 +135,15 @@ def wait_for_task() -> bool:
     return sys.stdin.readline().strip() == "go"
 
 
+def say_started() -> None:
+    """Tell the parent this trusted code runs inside a built sandbox (before any tenant code)."""
+    if "--started-fd" in sys.argv:
+        fd = int(sys.argv[sys.argv.index("--started-fd") + 1])
+        os.write(fd, b"1")
+        os.close(fd)
+
+
 if __name__ == "__main__":
+    say_started()
     if "--warm" not in sys.argv or wait_for_task():
         main()

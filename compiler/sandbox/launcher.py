@@ -79,7 +79,20 @@ class Running:
 
     proc: subprocess.Popen
     uid: int | None
+    started_fd: int = -1
     _lock: IO[bytes] | None = field(default=None, repr=False)
+
+    def was_built(self) -> bool:
+        """Whether the command started inside a built sandbox: it writes a byte on the fd named
+        by `--started-fd` before any tenant code runs, so tenant code cannot fake its absence.
+        Without it, bwrap (or the runtime it had to exec) failed: the sandbox is broken."""
+        if self.started_fd < 0:
+            return False
+        os.set_blocking(self.started_fd, False)
+        try:
+            return bool(os.read(self.started_fd, 1))
+        except BlockingIOError:
+            return False
 
     def kill(self) -> None:
         """SIGKILL the sandbox: bwrap's PID-namespace init dies, and with it every process the
@@ -93,6 +106,13 @@ class Running:
             self._lock.close()  # releases the flock: the uid may serve the next task
             self._lock = None
 
+    def close(self) -> None:
+        """Kill it (if still running) and close the started pipe."""
+        self.kill()
+        if self.started_fd >= 0:
+            os.close(self.started_fd)
+            self.started_fd = -1
+
 
 def start(
     argv: list[str],
@@ -102,7 +122,8 @@ def start(
     stderr: Any,
     stdin: Any = subprocess.DEVNULL,
 ) -> Running:
-    """Start `argv` (run inside) in a new sandbox; raises SandboxUnavailable when it cannot."""
+    """Start `argv` (run inside, with `--started-fd N` appended) in a new sandbox; raises
+    SandboxUnavailable when it cannot."""
     bwrap = bwrap_path()
     if not os.access(bwrap, os.X_OK):
         raise SandboxUnavailable(
@@ -135,12 +156,14 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
     stdio: tuple[Any, Any, Any],
 ) -> Running:
     fds: list[int] = []
+    started_read, started_write = os.pipe()
+    fds.append(started_write)
     try:
         binds = _binds(mounts)
         staged = _stage_dirs(binds) if uid is not None else []
         args = [bwrap, *_namespace_args(), "--seccomp", str(_memfd(program, fds))]
         args += _filesystem_args(binds, staged, limits)
-        args += ["--chdir", "/tmp", "--", *argv]
+        args += ["--chdir", "/tmp", "--", *argv, "--started-fd", str(started_write)]
         for mount in mounts:
             if mount.writable and uid is not None:
                 os.chown(mount.host, uid, uid)
@@ -154,10 +177,13 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
             pass_fds=fds,
             preexec_fn=lambda: _enter(uid, sources, staged, limits),
         )
+    except BaseException:
+        os.close(started_read)
+        raise
     finally:
         for fd in fds:
             os.close(fd)
-    return Running(proc, uid, lock)
+    return Running(proc, uid, started_read, lock)
 
 
 def _namespace_args() -> list[str]:

@@ -86,7 +86,11 @@ def run_task(
     scratch = slot.scratch if slot else prepare(task, payload, files, None)
     try:
         if slot:  # a sandbox started earlier, torch imported, that waits for its one task
-            fill(scratch, task, payload, files)
+            try:
+                fill(scratch, task, payload, files)
+            except BaseException:
+                slot.discard()
+                raise
             running = slot.go()
         else:
             with open(scratch / "stderr.txt", "wb") as stderr:
@@ -97,7 +101,9 @@ def run_task(
             raise _wall_error(limits) from None
         finally:
             running.kill()
-        result = read_result(scratch, returncode, limits)
+        built = running.was_built()
+        running.close()
+        result = read_result(scratch, returncode, limits, built)
         return collect(scratch / "out", result) if collect else result
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -120,12 +126,14 @@ def read_bounded(path: Path, limit: int) -> bytes:
         return handle.read(limit + 1)[:limit]
 
 
-def read_result(scratch: Path, returncode: int, limits: SandboxLimits) -> dict[str, Any]:
+def read_result(
+    scratch: Path, returncode: int, limits: SandboxLimits, built: bool = True
+) -> dict[str, Any]:
     """result.json of a finished task, or the error that explains why there is none."""
     try:
         result = json.loads(read_bounded(scratch / "out" / "result.json", MAX_RESULT_BYTES))
     except FileNotFoundError:
-        raise death_error(scratch, returncode, limits) from None
+        raise death_error(scratch, returncode, limits, built) from None
     except ValueError:
         raise ModelError("the model code left a malformed result.json") from None
     if not isinstance(result, dict):
@@ -144,11 +152,14 @@ def _as_tenant_error(error: CompileError) -> CompileError:
     return error
 
 
-def death_error(scratch: Path, returncode: int, limits: SandboxLimits) -> CompileError:
+def death_error(
+    scratch: Path, returncode: int, limits: SandboxLimits, built: bool = True
+) -> CompileError:
     """Why a task died without writing a result (bwrap's own failure means no sandbox)."""
     tail = stderr_tail(scratch)
-    if returncode != 0 and tail.startswith("bwrap:"):
-        return SandboxUnavailable(tail.strip().splitlines()[0])
+    if not built:
+        lines = tail.strip().splitlines()
+        return SandboxUnavailable(lines[0] if lines else f"bwrap exited with {returncode}")
     if returncode in (
         -signal.SIGXCPU,
         -signal.SIGKILL,

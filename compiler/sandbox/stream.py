@@ -53,7 +53,7 @@ def stream_batches(
             os.close(write_fd)
         os.close(read_fd)
         if running is not None:
-            running.kill()
+            running.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -77,7 +77,7 @@ def _frames(
             except subprocess.TimeoutExpired:
                 pass
             running.kill()
-            read_result(scratch, running.proc.returncode, limits)
+            read_result(scratch, running.proc.returncode, limits, running.was_built())
             raise ModelError("make_batch stopped producing batches") from None
         frames.check_target_values(spec, targets)
         reader.batch_done()

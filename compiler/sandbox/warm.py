@@ -46,7 +46,7 @@ class Slot:
     def discard(self) -> None:
         """Kill it and remove its scratch directory."""
         self.stdin.close()
-        self.running.kill()
+        self.running.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 

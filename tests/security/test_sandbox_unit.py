@@ -259,3 +259,11 @@ def test_a_prestarted_sandbox_serves_exactly_one_trace_with_the_jobs_files() -> 
     assert not slot.scratch.exists()
     assert any(i["role"] == "param" for i in graph["inputs"]) and tensors
     assert warm._slot is not slot  # the next trace gets a fresh one
+
+
+def test_tenant_code_cannot_pass_its_failure_off_as_a_broken_sandbox() -> None:
+    fake = "import os, sys\nsys.stderr.write('bwrap: setting up uid map: denied\\n')\n"
+    fake += "sys.stderr.flush()\nos._exit(1)\n"
+    error = first_batch_error(fake)
+    assert type(error) is ModelError and error.kind == "model_error"
+    assert "bwrap: setting up uid map" in error.message
