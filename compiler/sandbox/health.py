@@ -11,6 +11,7 @@ from compiler.errors import CompileError
 from compiler.sandbox import launcher
 from compiler.sandbox.limits import SandboxLimits
 from compiler.sandbox.runner import run_task
+from compiler.sandbox.uids import sweep_unleased
 
 _PROBE_LIMITS = SandboxLimits(cpu_seconds=20, memory_bytes=1024**3, wall_seconds=30.0)
 
@@ -30,6 +31,7 @@ def probe() -> dict[str, Any]:
     """{"ok": True, ...what the sandbox isolates...} or {"ok": False, "missing": reason}."""
     start = time.perf_counter()
     try:
+        swept = sweep_unleased()
         seen = run_task("probe", {}, {}, _PROBE_LIMITS)
     except CompileError as exc:
         return {"ok": False, "missing": exc.message, "bwrap": bwrap_version()}
@@ -50,5 +52,6 @@ def probe() -> dict[str, Any]:
         "bwrap": bwrap_version(),
         "uid": "pool" if os.geteuid() == 0 else "shared with the worker",
         "fresh_namespaces": fresh,
+        "leftover_uids_swept": swept,
         "start_ms": round((time.perf_counter() - start) * 1000, 1),
     }

@@ -86,8 +86,13 @@ def _uid_has_account(uid: int) -> bool:
 
 
 def uid_processes(uid: int) -> list[int]:
-    """Pids whose real uid is `uid` (read from /proc)."""
-    pids = []
+    """Pids of the live (not zombie) processes whose real uid is `uid`."""
+    return processes_by_uid().get(uid, [])
+
+
+def processes_by_uid() -> dict[int, list[int]]:
+    """Real uid -> pids of live processes, from one pass over /proc."""
+    by_uid: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -97,9 +102,29 @@ def uid_processes(uid: int) -> list[int]:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         zombie = fields.get("State", "").strip().startswith("Z")  # dead, waits for its reaper
-        if not zombie and int(fields.get("Uid", "-1 0").split()[0]) == uid:
-            pids.append(int(entry))
-    return pids
+        if not zombie:
+            by_uid.setdefault(int(fields.get("Uid", "-1 0").split()[0]), []).append(int(entry))
+    return by_uid
+
+
+def sweep_unleased() -> int:
+    """Kill the processes of pool uids no worker holds (left by a worker that died while its
+    sandboxes ran, since bwrap's --die-with-parent does not always reach them); how many uids."""
+    if os.geteuid() != 0:
+        return 0
+    directory, swept = _lock_dir(), 0
+    busy = processes_by_uid()
+    for uid in _pool():
+        if uid not in busy or _uid_has_account(uid):
+            continue
+        with open(directory / f"{uid}.lock", "ab") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live sandbox of some worker
+            kill_uid(uid)
+            swept += 1
+    return swept
 
 
 def kill_uid(uid: int, rounds: int = 20) -> None:

@@ -59,8 +59,26 @@ def warm_sandbox() -> None:
     _refill_soon()
 
 
+_wanted = threading.Event()
+_thread: threading.Thread | None = None
+
+
 def _refill_soon() -> None:
-    threading.Thread(target=_refill, name="sam-sandbox-warm", daemon=True).start()
+    """Ask the refill thread for a new sandbox. One long-lived thread starts them all: bwrap's
+    --die-with-parent kills a sandbox when the *thread* that started it exits."""
+    global _thread
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_refill_loop, name="sam-sandbox-warm", daemon=True)
+            _thread.start()
+    _wanted.set()
+
+
+def _refill_loop() -> None:
+    while True:
+        _wanted.wait()
+        _wanted.clear()
+        _refill()
 
 
 def _refill() -> None:

@@ -243,7 +243,7 @@ def test_forged_trace_outputs_are_refused(case: str) -> None:
 
 
 def test_a_prestarted_sandbox_serves_exactly_one_trace_with_the_jobs_files() -> None:
-    from compiler.sandbox import run_trace, warm
+    from compiler.sandbox import launcher, run_trace, warm
     from tests.compiler.conftest import user_model_spec
     from tests.compiler.test_frontend_equivalence import USER_MODEL
 
@@ -253,8 +253,17 @@ def test_a_prestarted_sandbox_serves_exactly_one_trace_with_the_jobs_files() -> 
         time.sleep(0.1)
     slot = warm._slot
     assert slot is not None
+    time.sleep(2)
+    assert slot.running.proc.poll() is None  # it waits (its starting thread lives on)
     spec = user_model_spec(model={"kwargs": {"hidden": 8}})
-    graph, tensors, _ = run_trace(spec, {"model.py": USER_MODEL})
+    starts = []
+    original = launcher.start
+    launcher.start = lambda *a, **k: starts.append(1) or original(*a, **k)  # type: ignore[assignment,func-returns-value]
+    try:
+        graph, tensors, _ = run_trace(spec, {"model.py": USER_MODEL})
+    finally:
+        launcher.start = original  # type: ignore[assignment]
+    assert len(starts) <= 1  # at most the refill: the trace itself used the waiting sandbox
     assert slot.running.proc.poll() is not None  # it ran this trace and was killed
     assert not slot.scratch.exists()
     assert any(i["role"] == "param" for i in graph["inputs"]) and tensors
