@@ -2,6 +2,9 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /opt/sam
+# bubblewrap: the sandbox every piece of tenant code runs in (README, "Tenant code sandbox").
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 # torch first: the largest layer changes least often. Pass --build-arg TORCH_SPEC to pin a CPU build.
 ARG TORCH_SPEC=torch==2.13.0
 RUN pip install "${TORCH_SPEC}"

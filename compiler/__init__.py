@@ -5,12 +5,17 @@ Public entry points (imported lazily, so `import compiler` does not import torch
 - `min_region_for(spec, files, arch=None) -> (rows, cols)`
 - `trace_training_step(spec, files=None) -> TracedStep` (in-process; trusted code only)
 - `load_artifact(path) -> Artifact`, `iter_batches(spec, files, start_step, workdir)`,
-  `SandboxLimits`, `warm_sandbox()` (start the trace zygote early), and `compiler.errors`.
+  `SandboxLimits`, `warm_sandbox()` (pre-start a sandbox for the next trace),
+  `probe_sandbox()` (what the tenant-code sandbox provides here), and
+  `compiler.errors`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+# Not `import typing`: this package is imported at the start of every sandbox.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 COMPILER_VERSION = "0.1.0"
 
@@ -24,8 +29,9 @@ _EXPORTS = {
     "Artifact": "compiler.artifact",
     "iter_batches": "compiler.data",
     "synthetic_batch": "compiler.data",
-    "SandboxLimits": "compiler.sandbox",
-    "warm_sandbox": "compiler.sandbox",
+    "SandboxLimits": "compiler.sandbox.limits",
+    "probe_sandbox": "compiler.sandbox.health",
+    "warm_sandbox": "compiler.sandbox.warm",
     "CompileError": "compiler.errors",
 }
 

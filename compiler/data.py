@@ -11,15 +11,15 @@ Synthetic batches are pure functions of (train.seed, step): `synthetic_batch(spe
 - regression: inputs float32 [B, *input_shape], targets float32 [B, num_classes or 1].
 - language_model: inputs int64 [B, T] (T = input_shape[0]) tokens in [0, num_classes), targets
   int64 [B, T] = the next tokens of a noisy affine recurrence.
-File batches run the user's make_batch(step, batch_size) in a sandboxed subprocess
-(`compiler.sandbox`); torch tensors and numpy arrays are both accepted and become numpy arrays.
+File batches run the user's make_batch(step, batch_size) in a sandbox
+(`compiler.sandbox.stream_batches`, which validates every frame); torch tensors and numpy arrays are both accepted and become numpy arrays.
 Floating inputs/targets are float32; integer ones int64.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +94,15 @@ def iter_batches(
     start_step: int = 0,
     workdir: Path | None = None,
     limits: Any = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Batches of steps start_step, start_step+1, ... (endless; close() stops a file source's child)."""
+    """Batches of steps start_step, start_step+1, ... (endless; close() stops a file source's
+    sandbox). A file source ends early, even mid-wait, once `should_stop()` is true."""
     if spec["data"].get("source", "synthetic") == "synthetic":
         return _synthetic_stream(spec, start_step)
-    from compiler.sandbox import stream_user_batches
+    from compiler.sandbox import stream_batches
 
-    return stream_user_batches(spec, files or {}, start_step, workdir, limits)
+    return stream_batches(spec, files or {}, start_step, workdir, limits, should_stop)  # type: ignore[no-any-return]
 
 
 def _synthetic_stream(
@@ -110,35 +112,3 @@ def _synthetic_stream(
     while True:
         yield synthetic_batch(spec, step)
         step += 1
-
-
-def write_array(stream: Any, array: np.ndarray) -> None:
-    """Frame one array on a byte stream: 4-byte header length, JSON header, raw bytes."""
-    import json
-
-    header = json.dumps({"dtype": array.dtype.str, "shape": list(array.shape)}).encode()
-    stream.write(len(header).to_bytes(4, "little") + header)
-    stream.write(np.ascontiguousarray(array).tobytes())
-
-
-def read_array(stream: Any) -> np.ndarray:
-    """Inverse of `write_array`; raises EOFError at the end of the stream."""
-    import json
-
-    size = int.from_bytes(_read_exactly(stream, 4), "little")
-    header = json.loads(_read_exactly(stream, size))
-    dtype = np.dtype(header["dtype"])
-    count = int(math.prod(header["shape"]))
-    data = _read_exactly(stream, count * dtype.itemsize)
-    return np.frombuffer(data, dtype=dtype).reshape(header["shape"]).copy()
-
-
-def _read_exactly(stream: Any, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = stream.read(left)
-        if not chunk:
-            raise EOFError("batch stream ended")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)

@@ -1,14 +1,14 @@
 """`compile_job`: the entry point compile workers call, and `min_region_for`.
 
-spec (a JobSpec dump) + uploaded files -> trace (sandboxed for user files, in-process for
-built-ins) -> op check -> plan (fusion, sizing, memory, placement) -> artifact in the cache.
+spec (a JobSpec dump) + uploaded files -> trace (always in a sandbox: user files and built-ins
+alike, since a built-in's size comes from the tenant's kwargs) -> op check -> plan (fusion,
+sizing, memory, placement) -> artifact in the cache. A cache hit never starts a sandbox.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import shutil
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from compiler.errors import (
 )
 from compiler.integrity import artifact_digest, quarantine, verify_artifact
 from compiler.manifest import build_manifest, build_summary
-from compiler.sandbox import SandboxLimits
+from compiler.sandbox.limits import SandboxLimits
 
 
 @dataclass
@@ -221,7 +221,7 @@ def trace_job(
     limits: SandboxLimits | None = None,
     namespace: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
-    """(graph, initial tensors, info): built-ins trace in-process, user code in the sandbox.
+    """(graph, initial tensors, info), traced in a sandbox (`compiler.sandbox.run_trace`).
 
     The last few traces are remembered by a hash of the traced spec sections and files, so
     compiling one model for several regions or options traces it once per process.
@@ -241,24 +241,9 @@ def trace_job(
 def _trace_uncached(
     spec: dict[str, Any], files: dict[str, str], limits: SandboxLimits | None
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
-    uses_user_code = not spec["model"].get("builtin") or spec["data"].get("source") == "file"
-    if not uses_user_code:
-        from compiler.frontend import trace_training_step
+    from compiler.sandbox import run_trace
 
-        traced = trace_training_step(spec, files)
-        return traced.graph, traced.tensors, {"sandboxed": False}
-    from compiler.ir import load_graph
-    from compiler.sandbox import run_sandboxed
-
-    # Scratch lives in the local temp dir, not beside the (possibly shared) artifact store.
-    result, scratch = run_sandboxed("trace", {"spec": spec}, files, limits, None)
-    try:
-        graph = load_graph(scratch / "graph.json")
-        with np.load(scratch / "init.npz", allow_pickle=False) as npz:
-            tensors = {k: npz[k] for k in npz.files}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return graph, tensors, {"sandboxed": True, "network_isolation": result.get("network_isolation")}
+    return run_trace(spec, files, limits)  # type: ignore[no-any-return]
 
 
 def _check_spec(spec: dict[str, Any], files: dict[str, str], region: tuple[int, int]) -> None:

@@ -4,7 +4,8 @@
 writes the step as one function of flat tensors, traces it with make_fx over fake tensors (a
 functionalized function that calls `torch.autograd.grad`), decomposes to `compiler.ops`' op set and
 converts the FX graph to the JSON IR of `compiler.ir`. It runs user code: outside tests it is only
-called in the sandbox child, or in-process for built-in models.
+called in the sandbox child (`compiler.sandbox.child`) for every job; in-process only by trusted
+callers (tests, benchmarks).
 """
 
 from __future__ import annotations

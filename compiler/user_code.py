@@ -1,7 +1,7 @@
 """Loading uploaded user files as modules (torch-free, so data children start fast).
 
 Loading a user file runs its top-level code, so outside tests this is only used inside the
-sandbox child (`compiler.sandbox_child`).
+sandbox child (`compiler.sandbox.child`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def write_sources(files: dict[str, str], directory: Path) -> Path:
         target = (directory / name).resolve()
         if directory.resolve() not in target.parents:
             raise InvalidSpec(f"file name {name!r} escapes the job directory; use a plain name")
+        if target.is_file() and target.read_text() == text:
+            continue  # already there (the sandbox's source directory is read-only)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     return directory

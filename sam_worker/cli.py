@@ -17,6 +17,19 @@ def _logging() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
+def _probe_sandbox() -> None:
+    """Log what the tenant-code sandbox provides on this worker (or what it lacks: tenant code
+    is then refused job by job, and the worker keeps serving)."""
+    from compiler.sandbox import probe
+
+    found = probe()
+    log = logging.getLogger("sam.worker.sandbox")
+    if found["ok"]:
+        log.info("tenant code sandbox ready: %s", found)
+    else:
+        log.error("tenant code sandbox UNAVAILABLE, tenant code will be refused: %s", found)
+
+
 @click.group("worker")
 def worker() -> None:
     """Run a Celery worker: a compile server or the worker of one wafer."""
@@ -52,9 +65,10 @@ def worker_compile(concurrency: int) -> None:
 
     _logging()
     start_heartbeat()
-    import compiler
+    _probe_sandbox()
+    from compiler.sandbox import warm_sandbox
 
-    compiler.warm_sandbox()  # fork the torch-loaded zygote now, not on the first user's compile
+    warm_sandbox()  # the first trace should not wait for the torch import
     name = f"compile-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv("compile", concurrency, name))
 
@@ -79,6 +93,7 @@ def worker_wafer(wafer_id: str, concurrency: int) -> None:
     from sam_worker.wafer_host import host
 
     _logging()
+    _probe_sandbox()
     wafer = host()
     wafer.beat()
     wafer.start_heartbeat()

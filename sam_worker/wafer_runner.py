@@ -296,7 +296,9 @@ def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # ty
 
     workdir = (settings.data_dir / "scratch" / claim.job_id).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    batches = compiler.iter_batches(claim.spec, claim.files, start_step + offset, workdir)
+    batches = compiler.iter_batches(
+        claim.spec, claim.files, start_step + offset, workdir, should_stop=should_stop
+    )
     batches = _prefetched(batches, claim.spec, reporter)
     try:
         result = runtime.train(

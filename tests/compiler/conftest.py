@@ -80,7 +80,7 @@ def user_model_spec(class_name: str = "Net", **overrides: Any) -> dict[str, Any]
 
 @pytest.fixture(scope="session", autouse=True)
 def _warm_sandbox() -> None:
-    """Start the sandbox zygote while the first tests run (it imports torch once)."""
+    """Pre-start a sandbox (torch imported) while the first tests run."""
     from compiler.sandbox import warm_sandbox
 
     warm_sandbox()

@@ -152,7 +152,7 @@ def test_user_model_compiles_in_the_sandbox_and_errors_cross_it(tmp_path: Path) 
     np.testing.assert_allclose(
         params["fc2.weight"], want_params["fc2.weight"], rtol=1e-5, atol=1e-6
     )
-    assert result.summary["network_isolation"] in ("netns+socket_stub", "socket_stub")
+    assert result.summary["network_isolation"] == "netns+seccomp"
     with pytest.raises(UnsupportedOperator) as info:
         compile_job(
             user_model_spec(), {"model.py": SORTING_MODEL}, region=(8, 8), cache_dir=tmp_path

@@ -1,0 +1,127 @@
+"""Benchmark: the tenant-code sandbox's start-up cost, and a compile cold (sandboxed trace) and
+cached (no sandbox at all).
+
+Run: `.venv/bin/python benchmarks/sandbox.py [--runs N]`.
+- sandbox_start_ms: median wall time of `run_task("empty")`: lease a uid, stage the binds, start
+  bwrap with its namespaces and seccomp filter, start Python inside, read the result back, kill
+  the sandbox and sweep its uid.
+  sandbox_start_cpu_ms: the CPU time that takes (worker + bwrap + sandboxed Python), which the
+  load of a shared machine does not inflate.
+- compile_cold_s: `compile_job` of the user_model example into an empty cache with no pre-started
+  sandbox (pays the torch import inside the sandbox); compile_prestarted_s: the same model with
+  a sandbox pre-started by `warm_sandbox()` (what a compile worker has).
+- compile_cached_s: the same compile again (a cache hit); the script fails if it started a sandbox.
+The last line is one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from compiler import compile_job
+from compiler.sandbox import launcher, run_task, warm
+from compiler.sandbox.limits import SandboxLimits
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC: dict[str, Any] = {
+    "model": {"file": "model.py", "class": "Net", "kwargs": {"hidden": 64}},
+    "data": {
+        "source": "synthetic",
+        "task": "classification",
+        "input_shape": [32],
+        "num_classes": 4,
+        "batch_size": 16,
+    },
+    "train": {"loss": "cross_entropy", "optimizer": {"name": "adam", "lr": 0.003}, "seed": 1},
+}
+
+
+def _starts() -> list[int]:
+    """Count sandbox starts (a cached compile must make none)."""
+    counter = [0]
+    original = launcher.start
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        counter[0] += 1
+        return original(*args, **kwargs)
+
+    launcher.start = counted  # type: ignore[assignment]
+    return counter
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the outer bwrap; the sandboxed
+    Python reports its own, since its reaper is bwrap's init inside the sandbox)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def start_ms(runs: int) -> tuple[float, float]:
+    """Median wall ms of an empty task, and its mean CPU ms (a figure the machine's load does not
+    inflate: on an idle machine the wall time approaches it)."""
+    limits = SandboxLimits(cpu_seconds=10, memory_bytes=1024**3, wall_seconds=30.0)
+    run_task("empty", {}, {}, limits)  # page cache, stage directories
+    times = []
+    cpu, inside = _cpu_s(), 0.0
+    for _ in range(runs):
+        begin = time.perf_counter()
+        result = run_task("empty", {}, {}, limits)
+        times.append((time.perf_counter() - begin) * 1000)
+        inside += float(result["cpu_s"])  # type: ignore[index]
+    return statistics.median(times), (_cpu_s() - cpu + inside) * 1000 / runs
+
+
+def compile_s(raw: dict[str, Any], files: dict[str, str], cache: Path) -> tuple[float, bool]:
+    from sam_server.schemas.job_spec import JobSpec
+
+    spec = JobSpec.model_validate(dict(raw, name="bench")).model_dump(mode="json", by_alias=True)
+    begin = time.perf_counter()
+    result = compile_job(spec, files, region=(8, 8), cache_dir=cache)
+    return time.perf_counter() - begin, result.cache_hit
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="wait 5 s, not 30, for the pre-start")
+    args = parser.parse_args()
+    files = {"model.py": (ROOT / "examples" / "user_model" / "model.py").read_text()}
+    starts = _starts()
+    wall_ms, cpu_ms = start_ms(args.runs)
+    figures: dict[str, Any] = {"sandbox_start_ms": round(wall_ms, 1)}
+    with tempfile.TemporaryDirectory() as tmp:
+        cold, hit = compile_s(SPEC, files, Path(tmp))
+        assert not hit
+        warm.warm_sandbox()
+        time.sleep(5 if args.quick else 30)  # let it import torch, as at worker start
+        other = dict(SPEC, model=dict(SPEC["model"], kwargs={"hidden": 48}))
+        prestarted, _ = compile_s(other, files, Path(tmp))
+        before = starts[0]
+        cached, hit = compile_s(SPEC, files, Path(tmp))
+        assert hit and starts[0] == before, "a cached compile started a sandbox"
+    figures.update(
+        compile_cold_s=round(cold, 3),
+        compile_prestarted_s=round(prestarted, 3),
+        compile_cached_s=round(cached, 4),
+        sandbox_start_cpu_ms=round(cpu_ms, 1),
+        uid="pool" if os.geteuid() == 0 else "worker's own",
+        load_average=round(os.getloadavg()[0], 2),
+    )
+    print(f"sandbox: {figures}", file=sys.stderr)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

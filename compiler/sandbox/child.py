@@ -1,0 +1,149 @@
+"""Inside the sandbox: `python -m compiler.sandbox.child /job`.
+
+Reads /job/ctl/task.json, imports the job's files from /job/src (read-only), runs the task and
+writes /job/out/result.json ({"ok": true, ...} or {"ok": false, "error": ...}). Tasks:
+"empty" (nothing: the start-up cost), "probe" (what isolation the sandbox sees), "trace"
+(also writes graph.json and init.npz) and "batches" (streams frames on stdout).
+Nothing here is trusted by the parent: it validates every file and frame it reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+# Imports are kept to os, sys and json until a task needs more: they are the start-up cost of
+# every sandbox (typing, pathlib and traceback would double it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+OUT = "/job/out"
+SRC = "/job/src"
+
+
+def _write(result: dict[str, Any]) -> None:
+    with open(os.path.join(OUT, "result.json"), "w") as handle:
+        handle.write(json.dumps(result))
+
+
+def _probe(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    with open("/proc/self/status") as handle:
+        status = dict(line.split(":", 1) for line in handle.read().splitlines())
+    namespaces = {n: os.readlink(f"/proc/self/ns/{n}") for n in sorted(os.listdir("/proc/self/ns"))}
+    return {
+        "ok": True,
+        "uid": os.getuid(),
+        "pid": os.getpid(),
+        "no_new_privs": status.get("NoNewPrivs", "").strip() == "1",
+        "seccomp": status.get("Seccomp", "").strip() == "2",
+        "cap_eff": status.get("CapEff", "").strip(),
+        "namespaces": namespaces,
+    }
+
+
+def _trace(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    from pathlib import Path
+
+    import numpy as np
+
+    from compiler.frontend import trace_training_step
+    from compiler.ir import save_graph
+
+    traced = trace_training_step(payload["spec"], files, source_dir=Path(SRC))
+    save_graph(traced.graph, Path(OUT, "graph.json"))
+    np.savez(Path(OUT, "init.npz"), **traced.tensors)  # type: ignore[arg-type]
+    return {"ok": True}
+
+
+def _batches(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    from pathlib import Path
+
+    from compiler.data import normalize_batch
+    from compiler.sandbox.frames import write_array
+    from compiler.user_code import load_batch_function
+
+    spec = payload["spec"]
+    make_batch = load_batch_function(spec, files, Path(SRC))
+    out = sys.stdout.buffer
+    step = int(payload["start_step"])
+    batch_size = int(spec["data"]["batch_size"])
+    while True:
+        inputs, targets = normalize_batch(make_batch(step, batch_size))
+        write_array(out, inputs)
+        write_array(out, targets)
+        out.flush()
+        step += 1
+
+
+def _empty(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    """Nothing, and the CPU time it took to get here (the sandbox's own start-up cost)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"ok": True, "cpu_s": usage.ru_utime + usage.ru_stime}
+
+
+_TASKS = {"empty": _empty, "probe": _probe}
+_TASKS.update(trace=_trace, batches=_batches)
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    import traceback
+
+    from compiler.errors import CompileError
+
+    if isinstance(exc, CompileError):
+        return exc.to_dict()
+    if isinstance(exc, MemoryError):
+        message = "the model code ran out of memory (MemoryError)"
+    elif isinstance(exc, BrokenPipeError):
+        message = "the batch consumer went away"
+    else:
+        message = f"the model code raised {type(exc).__name__}: {exc}"
+        if "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower():
+            message = f"the model code ran out of memory: {exc}"
+    frames = [
+        f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}"
+        for f in traceback.extract_tb(exc.__traceback__)[-12:]
+    ]
+    return {"kind": "model_error", "message": message, "details": {"traceback": frames}}
+
+
+def main() -> None:
+    """Run the task described in /job/ctl/task.json."""
+    with open("/job/ctl/task.json") as handle:
+        task = json.load(handle)
+    files = {}
+    for name in task["files"]:
+        with open(os.path.join(SRC, name)) as handle:
+            files[name] = handle.read()
+    try:
+        result = _TASKS[task["task"]](task["payload"], files)
+    except BaseException as exc:  # noqa: BLE001 - everything user code raises is a model error
+        result = {"ok": False, "error": _failure(exc)}
+    _write(result)
+
+
+def wait_for_task() -> bool:
+    """A pre-started sandbox (`--warm`): import what a trace needs, then wait for "go"."""
+    import torch  # noqa: F401
+
+    import compiler.frontend  # noqa: F401
+
+    return sys.stdin.readline().strip() == "go"
+
+
+def say_started() -> None:
+    """Tell the parent this trusted code runs inside a built sandbox (before any tenant code)."""
+    if "--started-fd" in sys.argv:
+        fd = int(sys.argv[sys.argv.index("--started-fd") + 1])
+        os.write(fd, b"1")
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    say_started()
+    if "--warm" not in sys.argv or wait_for_task():
+        main()

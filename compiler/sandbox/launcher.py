@@ -1,0 +1,304 @@
+"""Starting and killing one bubblewrap sandbox (the only module that knows bwrap's flags).
+
+A task runs as `bwrap ... python -m compiler.sandbox.child /job`, with:
+- its own uid: a root worker leases a uid from a pool (SAM_SANDBOX_UID_BASE, default 61000,
+  SAM_SANDBOX_UID_COUNT, default 64; a flock per uid shared by every worker on the machine) and
+  drops to it before exec'ing bwrap, so RLIMIT_NPROC counts only this task's processes and the
+  task owns no file of the host; a non-root worker runs it under its own uid;
+- new user (no further ones), mount, PID, IPC, UTS, cgroup and network namespaces, every
+  capability dropped, no_new_privs, a new session, --die-with-parent and the seccomp filter of
+  `compiler.sandbox.seccomp`;
+- a root file system holding only /usr/lib (no shells, no /usr/bin), the Python runtime and its
+  site-packages read-only, SAM's `compiler` package read-only at /sam/compiler, the job's files
+  read-only at /job/src, its task at /job/ctl, one writable output directory /job/out and a
+  private tmpfs /tmp. A root worker first stages those host directories, in a private mount
+  namespace of the forked child, at /run/sam-sandbox/stage/N, because bwrap resolves its
+  sources as the sandbox uid, which may not traverse their parents (/root/.pyenv under a 0700
+  /root here);
+- rlimits on address space, CPU seconds, file size, processes and core dumps; an environment
+  with no secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from compiler.sandbox import seccomp
+from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
+from compiler.sandbox.uids import kill_uid, lease_uid
+
+COMPILER_DIR = Path(__file__).resolve().parent.parent
+_LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
+_LIB_LINKS = ("/lib", "/lib64", "/lib32")
+_TMPFS_BYTES = 512 * 1024**2
+_CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
+
+
+def bwrap_path() -> str:
+    """The bwrap binary: SAM_SANDBOX_BWRAP, else the one on PATH, else /usr/bin/bwrap."""
+    return os.environ.get("SAM_SANDBOX_BWRAP") or shutil.which("bwrap") or "/usr/bin/bwrap"
+
+
+def child_env() -> dict[str, str]:
+    """The whole environment of sandboxed code: no SAM_* variable, no secret."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        # -S at start-up skips site.py and its .pth hooks; the paths are listed here instead.
+        "PYTHONPATH": ":".join(["/sam", *site_packages()]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "LANG": "C.UTF-8",
+    }
+
+
+@dataclass
+class Mount:
+    """A host path bound into the sandbox (by file descriptor)."""
+
+    host: Path
+    dest: str
+    writable: bool = False
+
+
+@dataclass
+class Running:
+    """A started sandbox: its outer bwrap process and the uid it runs as."""
+
+    proc: subprocess.Popen
+    uid: int | None
+    started_fd: int = -1
+    _lock: IO[bytes] | None = field(default=None, repr=False)
+
+    def was_built(self) -> bool:
+        """Whether the command started inside a built sandbox: it writes a byte on the fd named
+        by `--started-fd` before any tenant code runs, so tenant code cannot fake its absence.
+        Without it, bwrap (or the runtime it had to exec) failed: the sandbox is broken."""
+        if self.started_fd < 0:
+            return False
+        os.set_blocking(self.started_fd, False)
+        try:
+            return bool(os.read(self.started_fd, 1))
+        except BlockingIOError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL the sandbox: bwrap's PID-namespace init dies, and with it every process the
+        task started (the kernel kills a namespace with its init); then sweep the task's uid."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            self.proc.kill()
+        self.proc.wait()
+        if self.uid is not None:
+            kill_uid(self.uid)
+        if self._lock is not None:
+            self._lock.close()  # releases the flock: the uid may serve the next task
+            self._lock = None
+
+    def close(self) -> None:
+        """Kill it (if still running) and close the started pipe."""
+        self.kill()
+        if self.started_fd >= 0:
+            os.close(self.started_fd)
+            self.started_fd = -1
+
+
+def start(
+    argv: list[str],
+    mounts: list[Mount],
+    limits: SandboxLimits,
+    stdout: Any,
+    stderr: Any,
+    stdin: Any = subprocess.DEVNULL,
+) -> Running:
+    """Start `argv` (run inside, with `--started-fd N` appended) in a new sandbox; raises
+    SandboxUnavailable when it cannot."""
+    bwrap = bwrap_path()
+    if not os.access(bwrap, os.X_OK):
+        raise SandboxUnavailable(
+            f"bubblewrap not found at {bwrap}: install the 'bubblewrap' package "
+            "or point SAM_SANDBOX_BWRAP at bwrap"
+        )
+    try:
+        program = seccomp.build_filter()
+    except seccomp.SeccompUnsupported as exc:
+        raise SandboxUnavailable(str(exc)) from None
+    uid, lock = lease_uid()
+    try:
+        return _launch(bwrap, program, uid, lock, argv, mounts, limits, (stdin, stdout, stderr))
+    except BaseException as exc:
+        if lock is not None:
+            lock.close()
+        if isinstance(exc, (OSError, subprocess.SubprocessError)):
+            raise SandboxUnavailable(f"bwrap could not be started: {exc}") from exc
+        raise
+
+
+def _launch(  # noqa: PLR0913 - the pieces `start` gathered
+    bwrap: str,
+    program: bytes,
+    uid: int | None,
+    lock: IO[bytes] | None,
+    argv: list[str],
+    mounts: list[Mount],
+    limits: SandboxLimits,
+    stdio: tuple[Any, Any, Any],
+) -> Running:
+    fds: list[int] = []
+    started_read, started_write = os.pipe()
+    fds.append(started_write)
+    try:
+        binds = _binds(mounts)
+        staged = _stage_dirs(binds) if uid is not None else []
+        args = [bwrap, *_namespace_args(), "--seccomp", str(_memfd(program, fds))]
+        args += _filesystem_args(binds, staged, limits)
+        args += ["--chdir", "/tmp", "--", *argv, "--started-fd", str(started_write)]
+        for mount in mounts:
+            if mount.writable and uid is not None:
+                os.chown(mount.host, uid, uid)
+        sources = [str(b.host) for b in binds]
+        proc = subprocess.Popen(
+            args,
+            env=child_env(),
+            stdin=stdio[0],
+            stdout=stdio[1],
+            stderr=stdio[2],
+            pass_fds=fds,
+            preexec_fn=lambda: _enter(uid, sources, staged, limits),
+        )
+    except BaseException:
+        os.close(started_read)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return Running(proc, uid, started_read, lock)
+
+
+def _namespace_args() -> list[str]:
+    return [
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sam-sandbox",
+    ]
+
+
+def _memfd(data: bytes, fds: list[int]) -> int:
+    fd = os.memfd_create("sam-seccomp", 0)
+    fds.append(fd)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _binds(mounts: list[Mount]) -> list[Mount]:
+    """Every host directory or file the sandbox sees, read-only unless the mount says so."""
+    binds = [Mount(Path(p), p) for p in _LIB_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+    binds += [Mount(Path(p), p) for p in _LIB_LINKS if os.path.isdir(p) and not os.path.islink(p)]
+    if os.path.isfile("/etc/ld.so.cache"):
+        binds.append(Mount(Path("/etc/ld.so.cache"), "/etc/ld.so.cache"))
+    binds += [Mount(root, str(root)) for root in python_roots()]
+    binds.append(Mount(COMPILER_DIR, "/sam/compiler"))
+    return binds + list(mounts)
+
+
+def _filesystem_args(binds: list[Mount], staged: list[str], limits: SandboxLimits) -> list[str]:
+    args = ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(min(_TMPFS_BYTES, limits.file_bytes)), "--tmpfs", "/tmp"]
+    for link in _LIB_LINKS:
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+    for index, bind in enumerate(binds):
+        source = staged[index] if staged else str(bind.host)
+        args += ["--bind" if bind.writable else "--ro-bind", source, bind.dest]
+    return args
+
+
+_STAGE = Path("/run/sam-sandbox/stage")
+# Loaded here, not in the forked child: dlopen there could wait on a lock another thread held.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _stage_dirs(binds: list[Mount]) -> list[str]:
+    """Mount points (created once, root-owned, 0755) where a root worker's child stages binds:
+    a directory for a directory, a file for a file."""
+    paths = []
+    for index, bind in enumerate(binds):
+        is_dir = bind.host.is_dir()
+        path = _STAGE / f"{index}{'' if is_dir else '.file'}"
+        if is_dir:
+            path.mkdir(mode=0o755, parents=True, exist_ok=True)
+        else:
+            _STAGE.mkdir(mode=0o755, parents=True, exist_ok=True)
+            path.touch(mode=0o644, exist_ok=True)
+        paths.append(str(path))
+    for parent in (_STAGE.parent, _STAGE):
+        os.chmod(parent, 0o755)
+    return paths
+
+
+def _enter(uid: int | None, sources: list[str], staged: list[str], limits: SandboxLimits) -> None:
+    """preexec_fn, in the forked child before exec'ing bwrap: stage the binds in a private mount
+    namespace (root only), drop to the task's uid, set the rlimits the whole task inherits."""
+    if uid is not None:
+        _check(_LIBC.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private /")
+        for source, target in zip(sources, staged, strict=True):
+            _check(
+                _LIBC.mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
+                f"bind {source}",
+            )
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    _set_rlimits(limits)
+
+
+def _check(code: int, what: str) -> None:
+    if code != 0:
+        raise OSError(ctypes.get_errno(), f"sandbox staging failed: {what}")
+
+
+def python_roots() -> list[Path]:
+    """The interpreter's installation and the environment (venv) holding its site-packages."""
+    roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    return sorted(r for r in roots if not any(o != r and o in r.parents for o in roots))
+
+
+def site_packages() -> list[str]:
+    """The environment's site-packages directories (inside python_roots)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return sorted({paths["purelib"], paths["platlib"]})
+
+
+def python_executable() -> str:
+    """The interpreter path as seen inside the sandbox (the same path as outside)."""
+    return sys.executable
+
+
+def _set_rlimits(limits: SandboxLimits) -> None:
+    """preexec_fn, after the uid drop and before bwrap: limits inherited by the whole task."""
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 2))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))

@@ -1,0 +1,44 @@
+"""Resource limits of one sandboxed task and the sandbox's error types (torch- and numpy-free)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from compiler.errors import CompileError
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits of one sandboxed task: rlimits set before bwrap starts, wall time by the parent.
+
+    memory_bytes is RLIMIT_AS: torch alone maps about 0.7 GB, so below ~1.5 GB it cannot even be
+    imported. processes is RLIMIT_NPROC of the task's own uid (threads count too).
+    """
+
+    cpu_seconds: int = 120
+    memory_bytes: int = 4 * 1024**3
+    wall_seconds: float = 180.0
+    file_bytes: int = 2 * 1024**3
+    processes: int = 64
+
+
+DATA_LIMITS = SandboxLimits(cpu_seconds=24 * 3600, wall_seconds=600.0)
+
+
+class SandboxUnavailable(CompileError):
+    """The sandbox cannot be built on this worker, so tenant code is refused (fail closed)."""
+
+    kind = "internal"
+
+    def __init__(self, missing: str) -> None:
+        super().__init__(
+            f"tenant code refused: this worker cannot build its sandbox ({missing}); "
+            "the operator must fix the worker (see README, 'Tenant code sandbox')",
+            {"sandbox": "unavailable", "missing": missing},
+        )
+
+
+def limits_dict(limits: SandboxLimits) -> dict[str, Any]:
+    """JSON form of the limits (for summaries)."""
+    return asdict(limits)

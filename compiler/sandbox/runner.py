@@ -1,0 +1,219 @@
+"""Running one task of tenant code to completion in a sandbox, and reading back what it wrote.
+
+Only /job/out is writable inside, and everything read from it is bounded and checked: files are
+opened without following links and must be regular files under a size cap, result.json is small
+JSON, the graph is validated, init.npz is read with allow_pickle=False and each array must be one
+the graph declares, with its shape and dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from compiler.errors import CompileError, ModelError, error_from_dict
+from compiler.sandbox import launcher, warm
+from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
+from compiler.user_code import write_sources
+
+T = TypeVar("T")
+MAX_RESULT_BYTES = 1 << 20
+MAX_GRAPH_BYTES = 64 << 20
+
+
+def make_scratch(workdir: Path | None) -> Path:
+    """A host scratch directory with empty ctl/, src/ and out/ (the binds of a sandbox)."""
+    if workdir is not None:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="sam-sandbox-", dir=workdir))
+    for name in ("ctl", "src", "out"):
+        (scratch / name).mkdir()
+    return scratch
+
+
+def fill(scratch: Path, task: str, payload: dict[str, Any], files: dict[str, str]) -> None:
+    """Write the job's files to src/ and the task to ctl/task.json."""
+    write_sources(files, scratch / "src")
+    task_doc = {"task": task, "payload": payload, "files": sorted(files)}
+    (scratch / "ctl" / "task.json").write_text(json.dumps(task_doc))
+
+
+def prepare(
+    task: str, payload: dict[str, Any], files: dict[str, str], workdir: Path | None
+) -> Path:
+    """A scratch directory holding the task, ready for a new sandbox."""
+    scratch = make_scratch(workdir)
+    fill(scratch, task, payload, files)
+    return scratch
+
+
+def mounts(scratch: Path) -> list[launcher.Mount]:
+    """The job's directories as the sandbox sees them."""
+    return [
+        launcher.Mount(scratch / "ctl", "/job/ctl"),
+        launcher.Mount(scratch / "src", "/job/src"),
+        launcher.Mount(scratch / "out", "/job/out", writable=True),
+    ]
+
+
+def child_argv(*extra: str) -> list[str]:
+    """The command run inside the sandbox."""
+    python = launcher.python_executable()
+    return [python, "-S", "-s", "-m", "compiler.sandbox.child", "/job", *extra]
+
+
+def run_task(
+    task: str,
+    payload: dict[str, Any],
+    files: dict[str, str],
+    limits: SandboxLimits | None = None,
+    collect: Callable[[Path, dict[str, Any]], T] | None = None,
+) -> T | dict[str, Any]:
+    """Run `task` in a fresh sandbox and wait for it; every process it started is dead when this
+    returns. Returns collect(out_dir, result) (or the result dict); raises the CompileError the
+    task reported, ModelError when it died or ran out of wall time, SandboxUnavailable."""
+    limits = limits or SandboxLimits()
+    slot = warm.take(limits) if task == "trace" else None
+    scratch = slot.scratch if slot else prepare(task, payload, files, None)
+    try:
+        if slot:  # a sandbox started earlier, torch imported, that waits for its one task
+            try:
+                fill(scratch, task, payload, files)
+            except BaseException:
+                slot.discard()
+                raise
+            running = slot.go()
+        else:
+            with open(scratch / "stderr.txt", "wb") as stderr:
+                running = launcher.start(child_argv(), mounts(scratch), limits, None, stderr)
+        try:
+            returncode = running.proc.wait(timeout=limits.wall_seconds)
+        except subprocess.TimeoutExpired:
+            raise _wall_error(limits) from None
+        finally:
+            running.kill()
+        built = running.was_built()
+        running.close()
+        result = read_result(scratch, returncode, limits, built)
+        return collect(scratch / "out", result) if collect else result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """A file the sandbox wrote: a regular file (no link), at most `limit` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ModelError(f"the model code left an unreadable {path.name}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise ModelError(
+                f"the model code left a {path.name} that is not a file of <= {limit} bytes"
+            )
+        return handle.read(limit + 1)[:limit]
+
+
+def read_result(
+    scratch: Path, returncode: int, limits: SandboxLimits, built: bool = True
+) -> dict[str, Any]:
+    """result.json of a finished task, or the error that explains why there is none."""
+    try:
+        result = json.loads(read_bounded(scratch / "out" / "result.json", MAX_RESULT_BYTES))
+    except FileNotFoundError:
+        raise death_error(scratch, returncode, limits, built) from None
+    except ValueError:
+        raise ModelError("the model code left a malformed result.json") from None
+    if not isinstance(result, dict):
+        raise ModelError("the model code left a malformed result.json")
+    if not result.get("ok"):
+        error = result.get("error")
+        raise _as_tenant_error(error_from_dict(error if isinstance(error, dict) else {}))
+    return result
+
+
+def _as_tenant_error(error: CompileError) -> CompileError:
+    """Tenant code may only fail its own job as model_error, invalid_spec, unsupported_op or
+    compile_oom: never claim the worker is broken."""
+    if error.kind == "internal":
+        return ModelError(error.message, error.details)
+    return error
+
+
+def death_error(
+    scratch: Path, returncode: int, limits: SandboxLimits, built: bool = True
+) -> CompileError:
+    """Why a task died without writing a result (bwrap's own failure means no sandbox)."""
+    tail = stderr_tail(scratch)
+    if not built:
+        lines = tail.strip().splitlines()
+        return SandboxUnavailable(lines[0] if lines else f"bwrap exited with {returncode}")
+    if returncode in (
+        -signal.SIGXCPU,
+        -signal.SIGKILL,
+        128 + signal.SIGXCPU,
+        128 + signal.SIGKILL,
+    ) and ("MemoryError" not in tail):
+        return ModelError(
+            f"the model code used more than {limits.cpu_seconds} CPU seconds (or was killed); "
+            "look for an endless loop",
+            {"limit": "cpu_seconds", "returncode": returncode, "stderr": tail},
+        )
+    if "MemoryError" in tail or "alloc" in tail.lower():
+        return ModelError(
+            f"the model code exceeded its memory limit of {limits.memory_bytes / 2**30:.1f} GiB; "
+            "allocate less in the model's constructor or make_batch",
+            {"limit": "memory_bytes", "memory_bytes": limits.memory_bytes, "stderr": tail},
+        )
+    return ModelError(
+        f"the model process exited with code {returncode} without a result: "
+        f"{tail[-500:] or 'no output'}",
+        {"returncode": returncode, "stderr": tail},
+    )
+
+
+def stderr_tail(scratch: Path) -> str:
+    """The last 4000 characters the task wrote on stderr."""
+    try:
+        with open(scratch / "stderr.txt", "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4000))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wall_error(limits: SandboxLimits) -> ModelError:
+    return ModelError(
+        f"the model code did not finish within {limits.wall_seconds:g} s of wall time; "
+        "look for an endless loop or a blocking call in the model file",
+        {"limit": "wall_seconds", "wall_seconds": limits.wall_seconds},
+    )
+
+
+def check_npz(path: Path, limit: int) -> None:
+    """init.npz must be a regular file whose members declare at most `limit` bytes in total."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise ModelError("the trace finished without writing its initial tensors") from None
+    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        raise ModelError("the trace left an init.npz that is not a regular file within limits")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            declared = sum(member.file_size for member in archive.infolist())
+    except zipfile.BadZipFile:
+        raise ModelError("the trace left a malformed init.npz") from None
+    if declared > limit:
+        raise ModelError("the trace's init.npz declares more bytes than allowed")

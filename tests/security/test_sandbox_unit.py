@@ -1,0 +1,278 @@
+"""The sandbox module on its own (no cluster): isolation as the tenant code sees it, processes
+that die with their task, validated batch frames, and failing closed."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from compiler.errors import ModelError
+from compiler.sandbox import SandboxLimits, SandboxUnavailable, probe, run_task, stream_batches
+from compiler.sandbox.seccomp import DENIED, build_filter, syscall_numbers
+from tests.compiler.conftest import make_spec
+from tests.security.hostile import assert_contained, attack_source, parse_report
+
+ROOT = os.geteuid() == 0
+FAST = SandboxLimits(cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=60.0)
+
+
+def file_spec(batch_size: int = 4, **data: object) -> dict:  # type: ignore[type-arg]
+    spec = make_spec("mlp")
+    spec["data"] = {
+        "source": "file",
+        "file": "data.py",
+        "function": "make_batch",
+        "task": None,
+        "input_shape": None,
+        "num_classes": None,
+        "batch_size": batch_size,
+        **data,
+    }
+    return spec
+
+
+def marker_processes(marker: str) -> list[int]:
+    """Host pids whose command line carries `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path("/proc", entry, "cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def first_batch_error(source: str, **kwargs: object) -> ModelError:
+    batches = stream_batches(file_spec(), {"data.py": source}, 0, None, FAST, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ModelError) as info:
+        next(batches)
+    batches.close()
+    return info.value
+
+
+def test_probe_reports_a_complete_sandbox() -> None:
+    found = probe()
+    assert found["ok"], found
+    assert {"ipc", "mnt", "net", "pid", "user", "uts"} <= set(found["fresh_namespaces"])
+    assert found["uid"] == ("pool" if ROOT else "shared with the worker")
+
+
+def test_every_hostile_attempt_fails_and_every_process_dies(tmp_path: Path) -> None:
+    secret = tmp_path / "admin.token"
+    secret.write_text("sam-secret-" + uuid.uuid4().hex)
+    (tmp_path / "checkpoints").mkdir()
+    marker = "sam-attack-" + uuid.uuid4().hex
+    source = attack_source(str(tmp_path), [os.getpid(), 1], [6379, 5432], marker, syscall_numbers())
+    source += "\ndef make_batch(step, batch_size):\n    raise RuntimeError(run_attacks())\n"
+    error = first_batch_error(source)
+    report = parse_report(error.message)
+    assert_contained(report, pool_uid=ROOT)
+    assert secret.read_text() not in error.message
+    assert report["daemon"] == "GOT 'spawned'"
+    assert report["forks"].startswith("GOT ")
+    assert marker_processes(marker) == []  # the setsid daemon and the 30 children died too
+
+
+def test_process_count_is_limited() -> None:
+    marker = "sam-forks-" + uuid.uuid4().hex
+    source = attack_source("/nonexistent", [], [], marker, syscall_numbers(), forks=500)
+    source += "\ndef make_batch(step, batch_size):\n    raise RuntimeError(run_attacks())\n"
+    report = parse_report(first_batch_error(source).message)
+    assert int(report["forks"][4:]) < FAST.processes
+    assert marker_processes(marker) == []
+
+
+def test_seccomp_filter_denies_each_listed_call_on_both_architectures() -> None:
+    for machine in ("x86_64", "aarch64"):
+        numbers = syscall_numbers(machine)
+        assert {"setns", "unshare", "mount", "ptrace", "bpf", "userfaultfd"} <= set(DENIED)
+        assert all(name in numbers for name in DENIED if name not in ("iopl", "ioperm"))
+        program = build_filter(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 < 256
+
+
+HEADER_THEN_SILENCE = """import sys, time
+def make_batch(step, batch_size):
+    out = sys.stdout.buffer
+    header = b'{"dtype": "<f4", "shape": [4, 8]}'
+    out.write(len(header).to_bytes(4, "little") + header)
+    out.flush()
+    time.sleep(300)
+"""
+
+HUGE_HEADER = """import sys, time
+def make_batch(step, batch_size):
+    out = sys.stdout.buffer
+    header = b'{"dtype": "<f4", "shape": [4, 67108864]}'
+    out.write(len(header).to_bytes(4, "little") + header)
+    out.flush()
+    time.sleep(300)
+"""
+
+
+def test_a_header_then_silence_ends_at_stop_and_at_the_read_timeout() -> None:
+    stop_at = time.monotonic() + 3.0
+    batches = stream_batches(
+        file_spec(),
+        {"data.py": HEADER_THEN_SILENCE},
+        0,
+        None,
+        FAST,
+        should_stop=lambda: time.monotonic() > stop_at,
+    )
+    assert list(batches) == []  # the stream ended (StopIteration) once should_stop said so
+    assert time.monotonic() - stop_at < 3.0
+    short = SandboxLimits(cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=4.0)
+    silent = stream_batches(file_spec(), {"data.py": HEADER_THEN_SILENCE}, 0, None, short)
+    with pytest.raises(ModelError, match="produced no batch within 4 s"):
+        next(silent)
+
+
+def test_a_huge_or_misshapen_frame_is_refused_before_it_is_read() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    error = first_batch_error(HUGE_HEADER)
+    assert "would take 1073741824 bytes" in error.message
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB
+    wrong = "import numpy as np\ndef make_batch(step, batch_size):\n"
+    wrong += "    return np.zeros((batch_size + 1, 3)), np.zeros(batch_size + 1)\n"
+    assert "batch size 4" in first_batch_error(wrong).message
+
+
+def test_out_of_range_labels_are_refused() -> None:
+    labels = "import numpy as np\ndef make_batch(step, batch_size):\n"
+    labels += "    return np.zeros((batch_size, 3)), np.full(batch_size, 7)\n"
+    spec = file_spec(task="classification", num_classes=5, input_shape=[3])
+    batches = stream_batches(spec, {"data.py": labels}, 0, None, FAST)
+    with pytest.raises(ModelError, match=r"outside \[0, 5\)"):
+        next(batches)
+    batches.close()
+
+
+def test_a_missing_bwrap_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAM_SANDBOX_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(SandboxUnavailable) as info:
+        run_task("empty", {}, {}, FAST)
+    assert info.value.kind == "internal"
+    assert "bubblewrap not found at /nonexistent/bwrap" in info.value.message
+    found = probe()
+    assert not found["ok"] and "bubblewrap not found" in found["missing"]
+
+
+PROBE = "from compiler.sandbox import probe; import json; print(json.dumps(probe()))"
+
+
+@pytest.mark.skipif(not ROOT, reason="drops root's capabilities")
+def test_without_capabilities_or_as_an_unprivileged_user_it_fails_closed() -> None:
+    import json
+
+    runs = {
+        "no caps": ["setpriv", "--inh-caps=-all", "--bounding-set=-all"],
+        "nobody": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+    }
+    for name, prefix in runs.items():
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        assert not found["ok"], (name, found)
+        assert "tenant code refused" in found["missing"], (name, found)
+
+
+def test_an_empty_task_starts_quickly() -> None:
+    run_task("empty", {}, {}, FAST)
+    start = time.perf_counter()
+    run_task("empty", {}, {}, FAST)
+    assert time.perf_counter() - start < 5.0  # 100 ms on an idle machine (benchmarks/sandbox.py)
+
+
+def test_a_cached_compile_never_starts_a_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compiler import compile_job
+    from compiler.sandbox import launcher
+
+    spec = make_spec("mlp")
+    first = compile_job(spec, {}, region=(8, 8), cache_dir=tmp_path)
+    assert first.summary["sandboxed"] and not first.cache_hit
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cached compile started a sandbox")
+
+    monkeypatch.setattr(launcher, "start", refuse)
+    again = compile_job(spec, {}, region=(8, 8), cache_dir=tmp_path)
+    assert again.cache_hit and again.artifact_dir == first.artifact_dir
+
+
+FORGED = {
+    "link": (
+        "import os\nos.symlink('/etc/hostname', '/job/out/result.json')\nos._exit(0)\n",
+        "unreadable result.json",
+    ),
+    "extra_tensor": (
+        "import numpy\nfrom torch import nn\n_save = numpy.savez\n"
+        "numpy.savez = lambda f, **kw: _save(f, evil=numpy.zeros(3), **kw)\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(784, 10)\n    def forward(self, x):\n"
+        "        return self.fc(x)\n",
+        "undeclared tensor 'evil'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_forged_trace_outputs_are_refused(case: str) -> None:
+    from compiler.sandbox import run_trace
+    from tests.compiler.conftest import user_model_spec
+
+    source, expected = FORGED[case]
+    with pytest.raises(ModelError, match=expected):
+        run_trace(user_model_spec(), {"model.py": source}, FAST)
+
+
+def test_a_prestarted_sandbox_serves_exactly_one_trace_with_the_jobs_files() -> None:
+    from compiler.sandbox import launcher, run_trace, warm
+    from tests.compiler.conftest import user_model_spec
+    from tests.compiler.test_frontend_equivalence import USER_MODEL
+
+    warm.warm_sandbox()
+    deadline = time.monotonic() + 60
+    while warm._slot is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    slot = warm._slot
+    assert slot is not None
+    time.sleep(2)
+    assert slot.running.proc.poll() is None  # it waits (its starting thread lives on)
+    spec = user_model_spec(model={"kwargs": {"hidden": 8}})
+    starts = []
+    original = launcher.start
+    launcher.start = lambda *a, **k: starts.append(1) or original(*a, **k)  # type: ignore[assignment,func-returns-value]
+    try:
+        graph, tensors, _ = run_trace(spec, {"model.py": USER_MODEL})
+    finally:
+        launcher.start = original  # type: ignore[assignment]
+    assert len(starts) <= 1  # at most the refill: the trace itself used the waiting sandbox
+    assert slot.running.proc.poll() is not None  # it ran this trace and was killed
+    assert not slot.scratch.exists()
+    assert any(i["role"] == "param" for i in graph["inputs"]) and tensors
+    assert warm._slot is not slot  # the next trace gets a fresh one
+
+
+def test_tenant_code_cannot_pass_its_failure_off_as_a_broken_sandbox() -> None:
+    fake = "import os, sys\nsys.stderr.write('bwrap: setting up uid map: denied\\n')\n"
+    fake += "sys.stderr.flush()\nos._exit(1)\n"
+    error = first_batch_error(fake)
+    assert type(error) is ModelError and error.kind == "model_error"
+    assert "bwrap: setting up uid map" in error.message
