@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter
@@ -13,6 +15,7 @@ from sqlalchemy.orm import sessionmaker
 from sam_server import __version__
 from sam_server.api import jobs, ops, problems, tenants
 from sam_server.api.limits import BodyLimit, SubmitBuckets
+from sam_server.api.stream import LogHub, install_drain_on_signal
 from sam_server.broker import broker_check_for
 from sam_server.config import Settings, get_settings
 from sam_server.db.models import Job
@@ -36,12 +39,22 @@ class _JobGauges:
         yield gauge
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Log followers end with a `shutdown` event as soon as SIGTERM arrives, so the server's
+    # graceful shutdown (which waits for open responses) is not held up by live streams.
+    install_drain_on_signal(app.state.log_hub)
+    yield
+    await app.state.log_hub.close()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The SAM control plane; prepares the database (SQLite: creates/upgrades it) at creation."""
     settings = settings or get_settings()
     url = settings.resolved_database_url
     prepare_database(settings)
     app = FastAPI(
+        lifespan=_lifespan,
         title="SAM",
         version=__version__,
         description="Scheduler and Allocation Manager for wafer-scale machines",
@@ -51,6 +64,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.broker_check = broker_check_for(settings)
     app.state.submit_buckets = SubmitBuckets(settings.submit_rate_per_s)
     app.state.submit_limiter = None  # an anyio CapacityLimiter, made in the event loop
+    app.state.log_hub = LogHub(
+        app.state.sessions,
+        poll_s=settings.follow_poll_s,
+        heartbeat_s=settings.follow_heartbeat_s,
+    )
     registry = CollectorRegistry()
     app.state.registry = registry
     app.state.submits_total = Counter("sam_submits", "Jobs submitted", registry=registry)

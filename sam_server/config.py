@@ -89,6 +89,13 @@ class Settings(BaseSettings):
     max_attempts: int = 3
     preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
     max_preemptions_per_job: int = 3
+    # Scale (issue 11): log following, stored history, checkpoints.
+    follow_poll_s: float = Field(default=0.5, gt=0)  # one database poll per tick, all followers
+    follow_heartbeat_s: float = Field(default=15.0, gt=0)  # an SSE comment on a quiet stream
+    log_every_steps: int = Field(default=100, ge=1)  # a training log line every N steps
+    metrics_recent_steps: int = Field(default=200, ge=1)  # steps kept as plain rows
+    metrics_chunk_steps: int = Field(default=500, ge=1)  # older steps packed this many a row
+    checkpoint_keep: int = Field(default=3, ge=1)  # newest checkpoints kept per job
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:

@@ -41,6 +41,9 @@ class StepReporter:
         self.last_flush = time.monotonic()
         self.lost = False
         self.noted_ckpt: int | None = None
+        scale = get_settings()
+        self.log_every, self.keep_checkpoints = scale.log_every_steps, scale.checkpoint_keep
+        self.keep_recent, self.chunk_steps = scale.metrics_recent_steps, scale.metrics_chunk_steps
 
     def on_step(self, rec: Any) -> None:
         loss = float(rec.loss)
@@ -52,13 +55,16 @@ class StepReporter:
                 "samples_per_sec": float(rec.samples_per_sec),
             }
         )
-        self.lines.append(
-            (
-                "INFO",
-                f"step {rec.step}: loss {loss:.6g}, {int(rec.sim_cycles)} cycles, "
-                f"{rec.samples_per_sec:.4g} samples/s (simulated)",
+        # A line every `log_every` steps, not every step: a million-step job must not write a
+        # million log rows. Every step's numbers stay in `sam metrics`.
+        if rec.step % self.log_every == 0:
+            self.lines.append(
+                (
+                    "INFO",
+                    f"step {rec.step}: loss {loss:.6g}, {int(rec.sim_cycles)} cycles, "
+                    f"{rec.samples_per_sec:.4g} samples/s (simulated)",
+                )
             )
-        )
         # The runtime writes checkpoint k right after step k-1's callback: every step before it
         # must be in the database first, or a crash after the checkpoint would lose those steps'
         # metrics (the next attempt resumes at k and never recomputes them).
@@ -70,7 +76,7 @@ class StepReporter:
         self.lines.append((level, text))
 
     def flush(self) -> None:
-        from wse_sim.runtime import latest_checkpoint
+        from wse_sim.runtime import latest_checkpoint, prune_checkpoints
 
         steps, lines = self.steps, self.lines
         self.steps, self.lines = [], []
@@ -84,12 +90,15 @@ class StepReporter:
                 attempt=self.attempt,
                 steps=steps,
                 lines=lines,
+                keep_recent=self.keep_recent,
+                chunk_steps=self.chunk_steps,
             )
             if ok and newest is not None and newest[0] != self.noted_ckpt:
                 lifecycle.note_checkpoint(
                     session, job_id=self.job_id, owner=self.owner, step=newest[0]
                 )
                 self.noted_ckpt = newest[0]
+                prune_checkpoints(self.ckpt_dir, self.keep_checkpoints)
         self.lost = self.lost or not ok
 
 

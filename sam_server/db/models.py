@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -171,6 +172,19 @@ class JobMetric(Base):
     sim_cycles: Mapped[int] = mapped_column(BigInteger)
     samples_per_sec: Mapped[float] = mapped_column(Float)
     attempt: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class JobMetricChunk(Base):
+    """Older steps of a job's metrics, packed: a zlib-compressed run of consecutive steps
+    (`sam_server.services.history` writes and reads them; recent steps stay in job_metrics)."""
+
+    __tablename__ = "job_metric_chunks"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    first_step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_step: Mapped[int] = mapped_column(Integer)
+    sim_cycles: Mapped[int] = mapped_column(BigInteger)  # their sum, for totals without unpacking
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class JobAttempt(Base):

@@ -21,6 +21,7 @@ from wse_sim.runtime.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     load_checkpoint,
+    prune_checkpoints,
     save_checkpoint,
 )
 from wse_sim.runtime.job import ArtifactMismatchError, JobReleasedError, LoadedJob, StepResult, load
@@ -41,6 +42,7 @@ __all__ = [
     "latest_checkpoint",
     "load",
     "load_checkpoint",
+    "prune_checkpoints",
     "report",
     "save_checkpoint",
     "train",
