@@ -43,12 +43,13 @@ def server(host: str, port: int, workers: int) -> None:
         f"SAM control plane on http://{host}:{port}  (docs: http://{host}:{port}/docs)", err=True
     )
     click.echo(f"database: {settings.shown_database_url}", err=True)
+    # Log followers end at SIGTERM (a `shutdown` event; they resume elsewhere); anything else
+    # still open gets this long before the process exits anyway.
+    drain = {"timeout_graceful_shutdown": 5, "log_level": "warning"}
     if workers > 1:
-        uvicorn.run(
-            "sam_server.asgi:app", host=host, port=port, workers=workers, log_level="warning"
-        )
+        uvicorn.run("sam_server.asgi:app", host=host, port=port, workers=workers, **drain)
     else:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(settings), host=host, port=port, **drain)
 
 
 @click.command("scheduler")

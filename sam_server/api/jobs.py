@@ -144,15 +144,18 @@ async def logs(
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
-    def read() -> str:
+    def read() -> Response:
         with sessions() as session:
             job = svc.get_job(
                 session, principal=principal_from_header(session, authorization), job_id=job_id
             )
             lines = history.log_lines(session, job=job, tail=tail, since=since)
-            return "".join(observe.format_log(line) + "\n" for line in lines)
+            last = lines[-1].id if lines else history.last_log_id(session, job=job)
+            text = "".join(observe.format_log(line) + "\n" for line in lines)
+        # The id a follower sends as Last-Event-ID to continue right after this text.
+        return PlainTextResponse(text, headers={"X-Last-Event-ID": str(last)})
 
-    return PlainTextResponse(await anyio.to_thread.run_sync(read))
+    return await anyio.to_thread.run_sync(read)
 
 
 def _visible_job(sessions: Any, authorization: str | None, job_id: str) -> Any:

@@ -36,6 +36,12 @@ def log_lines(
     return list(reversed(list(newest)))
 
 
+def last_log_id(session: Session, *, job: Job) -> int:
+    """The id of the job's newest log line (0 if none)."""
+    value = session.execute(select(func.max(JobLog.id)).where(JobLog.job_id == job.id)).scalar()
+    return int(value or 0)
+
+
 def pack(steps: list[dict[str, Any]]) -> bytes:
     """Consecutive step records (as `unpack` returns them) as one compressed blob."""
     parts = []
