@@ -45,11 +45,24 @@ def server(host: str, port: int, workers: int) -> None:
     click.echo(f"database: {settings.shown_database_url}", err=True)
     # Log followers end at SIGTERM (a `shutdown` event; they resume elsewhere); anything else
     # still open gets this long before the process exits anyway.
-    drain = {"timeout_graceful_shutdown": 5, "log_level": "warning"}
+    drain_s = 5
     if workers > 1:
-        uvicorn.run("sam_server.asgi:app", host=host, port=port, workers=workers, **drain)
+        uvicorn.run(
+            "sam_server.asgi:app",
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            timeout_graceful_shutdown=drain_s,
+        )
     else:
-        uvicorn.run(create_app(settings), host=host, port=port, **drain)
+        uvicorn.run(
+            create_app(settings),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=drain_s,
+        )
 
 
 @click.command("scheduler")
