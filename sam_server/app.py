@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
@@ -73,6 +73,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = registry
     app.state.submits_total = Counter("sam_submits", "Jobs submitted", registry=registry)
     registry.register(_JobGauges(app.state.sessions))
+    hub = app.state.log_hub
+    Gauge(
+        "sam_log_followers", "Live log streams open on this server process", registry=registry
+    ).set_function(lambda: hub.followers)
     problems.install(app)
     app.include_router(ops.router)
     app.include_router(tenants.router)
