@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
@@ -15,6 +14,7 @@ from sqlalchemy.orm import sessionmaker
 from sam_server import __version__
 from sam_server.api import jobs, ops, problems, tenants
 from sam_server.api.limits import BodyLimit, SubmitBuckets
+from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
 from sam_server.broker import broker_check_for
 from sam_server.config import Settings, get_settings
@@ -46,6 +46,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     install_drain_on_signal(app.state.log_hub)
     yield
     await app.state.log_hub.close()
+    app.state.prom.process_exited()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -69,17 +70,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         poll_s=settings.follow_poll_s,
         heartbeat_s=settings.follow_heartbeat_s,
     )
-    registry = CollectorRegistry()
-    app.state.registry = registry
-    app.state.submits_total = Counter("sam_submits", "Jobs submitted", registry=registry)
-    registry.register(_JobGauges(app.state.sessions))
-    hub = app.state.log_hub
-    Gauge(
-        "sam_log_followers", "Live log streams open on this server process", registry=registry
-    ).set_function(lambda: hub.followers)
+    prom = ApiMetrics(_JobGauges(app.state.sessions))
+    app.state.prom, app.state.registry = prom, prom.registry
+    app.state.submits_total = prom.submits
+    app.state.log_hub.gauge = prom.followers
     problems.install(app)
     app.include_router(ops.router)
     app.include_router(tenants.router)
     app.include_router(jobs.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestTimer, metrics=prom)
     return app

@@ -49,6 +49,7 @@ class LogHub:
         self.channels: dict[str, _Channel] = {}
         self.draining = False
         self.polls = 0  # database polls made, for tests and the benchmark
+        self.gauge: Any = None  # a prometheus Gauge of open followers, when the app sets one
         self._task: asyncio.Task[None] | None = None
         # Polls get their own thread: they never queue behind (or block) ordinary requests.
         self._limiter = anyio.CapacityLimiter(1)
@@ -66,6 +67,8 @@ class LogHub:
             start = await self._run(_max_log_id, job_id)
             channel = self.channels.setdefault(job_id, _Channel(last_id=start))
         channel.queues.add(queue)
+        if self.gauge is not None:
+            self.gauge.inc()
         if self.draining:
             queue.put_nowait(("shutdown",))
         if self._task is None or self._task.done():
@@ -74,6 +77,8 @@ class LogHub:
 
     def unsubscribe(self, job_id: str, queue: asyncio.Queue[tuple[Any, ...]]) -> None:
         """Forget a follower; the job stops being polled when it has none left."""
+        if self.gauge is not None:
+            self.gauge.dec()
         channel = self.channels.get(job_id)
         if channel is None:
             return

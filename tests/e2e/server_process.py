@@ -33,11 +33,15 @@ class ServerProcess:
         )
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 60.0) -> ServerProcess:
+    def start(self, timeout_s: float = 180.0) -> ServerProcess:
         """Start the server and wait until /healthz answers."""
         args = [SAM, "server", "--port", str(self.port), "--workers", str(self.workers)]
         self.proc = subprocess.Popen(
-            args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            args,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its worker processes die with it (kill)
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -61,6 +65,10 @@ class ServerProcess:
 
     def kill(self) -> None:
         """Stop it whatever its state (test clean-up)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
