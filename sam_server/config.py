@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     metrics_recent_steps: int = Field(default=200, ge=1)  # steps kept as plain rows
     metrics_chunk_steps: int = Field(default=500, ge=1)  # older steps packed this many a row
     checkpoint_keep: int = Field(default=3, ge=1)  # newest checkpoints kept per job
+    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535)  # its /metrics; 0 = off
+    metrics_host: str = "127.0.0.1"  # where non-API processes serve /metrics
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:
