@@ -28,6 +28,9 @@ class WaferConfig(BaseModel):
     arch: Literal["wse2", "wse3"] = "wse2"
     rows: int | None = Field(default=None, ge=1)
     cols: int | None = Field(default=None, ge=1)
+    # Jobs this wafer runs at once: its worker runs that many threads, and the policy never
+    # places more regions on it (a placed region that no thread runs would only hold PEs).
+    max_jobs: int = Field(default=16, ge=1, le=256)
 
     @model_validator(mode="after")
     def _fit_arch(self) -> WaferConfig:

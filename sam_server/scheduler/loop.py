@@ -61,8 +61,10 @@ def run_cycle(
     `compile_servers` (read from the cluster file once); otherwise the file is read here."""
     started = time.perf_counter()
     config = config or policy_config(settings)
+    cluster = settings.load_cluster()
     if compile_servers is None:
-        compile_servers = settings.load_cluster().compile_servers
+        compile_servers = cluster.compile_servers
+    max_jobs = {w.id: w.max_jobs for w in cluster.wafers}
     stats = CycleStats()
     now = time.time()  # one instant for the snapshot and the plan
     with session_scope(settings.resolved_database_url) as session:
@@ -80,6 +82,7 @@ def run_cycle(
             config=config,
             compile_servers=compile_servers,
             stale_s=settings.heartbeat_s * 3,
+            max_jobs=max_jobs,
         )
         decided = plan(snapshot, now, config)
         apply_plan(

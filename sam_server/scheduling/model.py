@@ -42,6 +42,7 @@ class Wafer:
     cols: int
     online: bool = True
     allocations: tuple[Allocation, ...] = ()
+    max_jobs: int | None = None  # regions the wafer's worker can run at once (None: no limit)
 
 
 @dataclass(frozen=True)
