@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import create_engine, insert, select, text, update
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -100,15 +100,21 @@ def timed(client: httpx.Client, paths: list[str], rounds: int) -> float:
 
 
 def db_bytes(url: str, tables: tuple[str, ...]) -> int:
-    with session_scope(url) as s:
-        if url.startswith("sqlite"):
+    """The bytes the tables hold once compacted: VACUUM (SQLite) or VACUUM FULL (PostgreSQL),
+    so rows already packed into chunks and deleted are not counted (autovacuum reuses them)."""
+    if url.startswith("sqlite"):
+        with session_scope(url) as s:
             s.connection().exec_driver_sql("VACUUM")
-            return os.path.getsize(url.removeprefix("sqlite:///"))
+        return os.path.getsize(url.removeprefix("sqlite:///"))
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for table in tables:
+            conn.execute(text(f"VACUUM FULL {table}"))
         names = ", ".join(f"'{t}'" for t in tables)
-        sql = (
-            f"SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE relname IN ({names})"
-        )
-        return int(s.execute(text(sql)).scalar() or 0)
+        sql = f"SELECT sum(pg_total_relation_size(oid)) FROM pg_class WHERE relname IN ({names})"
+        size = int(conn.execute(text(sql)).scalar() or 0)
+    engine.dispose()
+    return size
 
 
 def train_synthetic(url: str, job_id: str, steps: int, settings: Settings) -> None:
