@@ -43,3 +43,21 @@ def test_the_cluster_file_sizes_max_jobs() -> None:
     assert [w.max_jobs for w in cluster.wafers] == [16, 24]
     with pytest.raises(ValueError, match="max_jobs"):
         ClusterConfig.model_validate({"wafers": [{"id": "a", "max_jobs": 0}]})
+
+
+def test_a_wafer_worker_runs_as_many_threads_as_its_max_jobs(tmp_path, monkeypatch) -> None:
+    import click
+
+    from sam_server.config import get_settings
+    from sam_worker.cli import _wafer_slots
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("wafers:\n  - {id: w0, max_jobs: 12}\n  - {id: w1}\n")
+    monkeypatch.setenv("SAM_CLUSTER", str(cluster))
+    get_settings.cache_clear()
+    try:
+        assert (_wafer_slots("w0"), _wafer_slots("w1")) == (12, 16)
+        with pytest.raises(click.BadParameter, match="not in the cluster file"):
+            _wafer_slots("nope")
+    finally:
+        get_settings.cache_clear()
