@@ -176,36 +176,74 @@ class SamClient:
         # Not resent after a lost reply: a second cancel of a job that has just ended is a 409.
         return self._json("POST", f"/jobs/{job_id}/cancel", resend_after_reply=False)
 
-    def logs(self, job_id: str) -> str:
-        """The job's log so far, as text."""
-        return self._send("GET", f"/jobs/{job_id}/logs", headers={"Accept": "text/plain"}).text
+    def logs(self, job_id: str, *, tail: int | None = None, since: str | None = None) -> str:
+        """The job's log so far, as text: the last `tail` lines, lines at or after `since`."""
+        return self.logs_window(job_id, tail=tail, since=since)[0]
 
-    def follow_logs(self, job_id: str) -> Iterator[ServerSentEvent]:
+    def logs_window(
+        self, job_id: str, *, tail: int | None = None, since: str | None = None
+    ) -> tuple[str, str | None]:
+        """(the log text, the event id to follow on from: `follow_logs(after=...)`)."""
+        params = {k: v for k, v in (("tail", tail), ("since", since)) if v is not None}
+        headers = {"Accept": "text/plain"}
+        response = self._send("GET", f"/jobs/{job_id}/logs", headers=headers, params=params)
+        return response.text, response.headers.get("x-last-event-id")
+
+    def follow_logs(
+        self, job_id: str, *, after: str | None = None, reconnect_for_s: float = 120.0
+    ) -> Iterator[ServerSentEvent]:
         """Stream the job's log live: `log` events (one line each), then one `end` event.
 
-        A server that answers with plain text instead of a stream yields each line as a `log`
-        event and no `end` event.
+        A broken stream (a server restart, a network drop) is reopened with `Last-Event-ID`, so
+        no line is lost or repeated; SamConnectionError only after `reconnect_for_s` seconds
+        without reaching the server. A server that answers with plain text instead of a stream
+        yields each line as a `log` event and no `end` event. `after`: start after that event id.
         """
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
-        timeout = httpx.Timeout(10.0, read=None)  # a quiet job must not time the stream out
-        try:
-            with self._http.stream(
-                "GET", f"/jobs/{job_id}/logs", headers=headers, timeout=timeout
-            ) as response:
-                if response.is_error:
-                    response.read()
-                    raise problem_from_response(response)
-                if response.headers.get("content-type", "").startswith("text/event-stream"):
-                    yield from parse_sse(response.iter_lines())
-                else:
-                    for line in response.iter_lines():
-                        yield ServerSentEvent("log", line)
-        except httpx.TransportError as exc:
-            raise SamConnectionError(self.url, _reason(exc)) from exc
+        last_id: str | None = after
+        down_since: float | None = None
+        while True:
+            try:
+                for event in self._follow_once(job_id, last_id):
+                    down_since = None  # the server answered: the outage, if any, is over
+                    last_id = event.id or last_id
+                    if event.event == "shutdown":
+                        break  # the server is restarting: reconnect after it
+                    if event.event == "plain-end":
+                        return
+                    yield event
+                    if event.event == "end":
+                        return
+            except httpx.TransportError as exc:
+                down_since = down_since or time.monotonic()
+                if time.monotonic() - down_since > reconnect_for_s:
+                    raise SamConnectionError(self.url, _reason(exc)) from exc
+            time.sleep(self.retry_delay_s)
 
-    def metrics(self, job_id: str) -> dict[str, Any]:
-        """Per-step training metrics: `{steps: [{step, loss, sim_cycles, samples_per_sec}], ...}`."""
-        return self._json("GET", f"/jobs/{job_id}/metrics")
+    def _follow_once(self, job_id: str, last_id: str | None) -> Iterator[ServerSentEvent]:
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if last_id:
+            headers["Last-Event-ID"] = last_id
+        timeout = httpx.Timeout(10.0, read=None)  # a quiet job must not time the stream out
+        with self._http.stream(
+            "GET", f"/jobs/{job_id}/logs", headers=headers, timeout=timeout
+        ) as response:
+            if response.status_code >= 500:  # e.g. a proxy's 502 while the server restarts
+                raise httpx.RemoteProtocolError(f"HTTP {response.status_code}")
+            if response.is_error:
+                response.read()
+                raise problem_from_response(response)
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                yield from parse_sse(response.iter_lines())
+                return
+            for line in response.iter_lines():
+                yield ServerSentEvent("log", line)
+            yield ServerSentEvent("plain-end", "")
+
+    def metrics(self, job_id: str, *, last: int | None = None) -> dict[str, Any]:
+        """Per-step training metrics: `{steps: [{step, loss, sim_cycles, samples_per_sec}], ...}`;
+        `last` asks the server for only the newest N steps."""
+        params = {"last": last} if last is not None else {}
+        return self._json("GET", f"/jobs/{job_id}/metrics", params=params)
 
     def explain(self, job_id: str) -> dict[str, Any]:
         """Why the job is not running: `{state, reasons: [{code, message}], position, eta}`."""
@@ -248,10 +286,23 @@ class SamClient:
         *,
         poll_interval_s: float = 1.0,
         on_update: Callable[[dict[str, Any]], None] | None = None,
+        reconnect_for_s: float = 120.0,
     ) -> dict[str, Any]:
-        """Poll until the job ends; `on_update` sees every polled job. Returns the final job."""
+        """Poll until the job ends; `on_update` sees every polled job. Returns the final job.
+
+        The server unreachable for longer than `reconnect_for_s` raises SamConnectionError."""
+        down_since: float | None = None
         while True:
-            job = self.get_job(job_id)
+            try:
+                job = self.get_job(job_id)
+            except SamConnectionError:
+                # A restarting server is not a failed job: keep asking for a while.
+                down_since = down_since or time.monotonic()
+                if time.monotonic() - down_since > reconnect_for_s:
+                    raise
+                time.sleep(poll_interval_s)
+                continue
+            down_since = None
             if on_update is not None:
                 on_update(job)
             if job.get("state") in TERMINAL_STATES:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
@@ -13,6 +14,8 @@ from sqlalchemy.orm import sessionmaker
 from sam_server import __version__
 from sam_server.api import jobs, ops, problems, results, tenants, tokens
 from sam_server.api.limits import BodyLimit, SubmitBuckets
+from sam_server.api.prom import ApiMetrics, RequestTimer
+from sam_server.api.stream import LogHub, install_drain_on_signal
 from sam_server.broker import broker_check_for
 from sam_server.config import Settings, get_settings
 from sam_server.db.models import Job
@@ -36,12 +39,23 @@ class _JobGauges:
         yield gauge
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Log followers end with a `shutdown` event as soon as SIGTERM arrives, so the server's
+    # graceful shutdown (which waits for open responses) is not held up by live streams.
+    install_drain_on_signal(app.state.log_hub)
+    yield
+    await app.state.log_hub.close()
+    app.state.prom.process_exited()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The SAM control plane; prepares the database (SQLite: creates/upgrades it) at creation."""
     settings = settings or get_settings()
     url = settings.resolved_database_url
     prepare_database(settings)
     app = FastAPI(
+        lifespan=_lifespan,
         title="SAM",
         version=__version__,
         description="Scheduler and Allocation Manager for wafer-scale machines",
@@ -51,10 +65,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.broker_check = broker_check_for(settings)
     app.state.submit_buckets = SubmitBuckets(settings.submit_rate_per_s)
     app.state.submit_limiter = None  # an anyio CapacityLimiter, made in the event loop
-    registry = CollectorRegistry()
-    app.state.registry = registry
-    app.state.submits_total = Counter("sam_submits", "Jobs submitted", registry=registry)
-    registry.register(_JobGauges(app.state.sessions))
+    app.state.log_hub = LogHub(
+        app.state.sessions,
+        poll_s=settings.follow_poll_s,
+        heartbeat_s=settings.follow_heartbeat_s,
+    )
+    prom = ApiMetrics(_JobGauges(app.state.sessions))
+    app.state.prom, app.state.registry = prom, prom.registry
+    app.state.submits_total = prom.submits
+    app.state.log_hub.gauge = prom.followers
     problems.install(app)
     app.include_router(ops.router)
     app.include_router(tenants.router)
@@ -62,4 +81,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tokens.router)
     app.include_router(results.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestTimer, metrics=prom)
     return app

@@ -43,12 +43,43 @@ def server(host: str, port: int, workers: int) -> None:
         f"SAM control plane on http://{host}:{port}  (docs: http://{host}:{port}/docs)", err=True
     )
     click.echo(f"database: {settings.shown_database_url}", err=True)
+    # Log followers end at SIGTERM (a `shutdown` event; they resume elsewhere); anything else
+    # still open gets this long before the process exits anyway.
+    drain_s = 5
     if workers > 1:
+        _share_prometheus_dir()
         uvicorn.run(
-            "sam_server.asgi:app", host=host, port=port, workers=workers, log_level="warning"
+            "sam_server.asgi:app",
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            timeout_graceful_shutdown=drain_s,
         )
     else:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+        uvicorn.run(
+            create_app(settings),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=drain_s,
+        )
+
+
+def _share_prometheus_dir() -> None:
+    """Several server processes: their metrics go to one fresh folder that every `/metrics`
+    sums (prometheus_client multiprocess mode); a folder given in PROMETHEUS_MULTIPROC_DIR is
+    emptied of a previous run's files first."""
+    import glob
+    import tempfile
+
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        for stale in glob.glob(os.path.join(folder, "*.db")):
+            os.remove(stale)
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="sam-prometheus-")
 
 
 @click.command("scheduler")

@@ -28,6 +28,9 @@ class WaferConfig(BaseModel):
     arch: Literal["wse2", "wse3"] = "wse2"
     rows: int | None = Field(default=None, ge=1)
     cols: int | None = Field(default=None, ge=1)
+    # Jobs this wafer runs at once: its worker runs that many threads, and the policy never
+    # places more regions on it (a placed region that no thread runs would only hold PEs).
+    max_jobs: int = Field(default=16, ge=1, le=256)
 
     @model_validator(mode="after")
     def _fit_arch(self) -> WaferConfig:
@@ -89,6 +92,15 @@ class Settings(BaseSettings):
     max_attempts: int = 3
     preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
     max_preemptions_per_job: int = 3
+    # Scale (issue 11): log following, stored history, checkpoints.
+    follow_poll_s: float = Field(default=0.5, gt=0)  # one database poll per tick, all followers
+    follow_heartbeat_s: float = Field(default=15.0, gt=0)  # an SSE comment on a quiet stream
+    log_every_steps: int = Field(default=100, ge=1)  # a training log line every N steps
+    metrics_recent_steps: int = Field(default=200, ge=1)  # steps kept as plain rows
+    metrics_chunk_steps: int = Field(default=500, ge=1)  # older steps packed this many a row
+    checkpoint_keep: int = Field(default=3, ge=1)  # newest checkpoints kept per job
+    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535)  # its /metrics; 0 = off
+    metrics_host: str = "127.0.0.1"  # where non-API processes serve /metrics
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:

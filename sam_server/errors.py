@@ -114,3 +114,10 @@ class RateLimited(SamError):
 
     status = 429
     type_slug = "rate-limited"
+
+
+class BadRequest(SamError):
+    """Bad request"""
+
+    status = 400
+    type_slug = "bad-request"

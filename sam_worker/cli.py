@@ -79,15 +79,16 @@ def worker_compile(concurrency: int) -> None:
 )
 @click.option(
     "--concurrency",
-    default=4,
-    type=int,
+    default=None,
+    type=click.IntRange(min=1),
     envvar="SAM_WAFER_CONCURRENCY",
-    show_default=True,
-    help="jobs run at once on this wafer, each in its own region",
+    help="jobs run at once on this wafer (default: the wafer's max_jobs in the cluster file)",
 )
-def worker_wafer(wafer_id: str, concurrency: int) -> None:
+def worker_wafer(wafer_id: str, concurrency: int | None) -> None:
     """The worker of one simulated wafer: consumes the `wafer.<ID>` queue."""
     os.environ["SAM_WORKER_WAFER"] = wafer_id
+    if concurrency is None:  # as many threads as regions the policy may place on the wafer
+        concurrency = _wafer_slots(wafer_id)
     from sam_server.scheduler.decisions import wafer_queue
     from sam_worker.celery_app import get_celery
     from sam_worker.wafer_host import host
@@ -99,6 +100,18 @@ def worker_wafer(wafer_id: str, concurrency: int) -> None:
     wafer.start_heartbeat()
     name = f"wafer-{wafer_id}-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv(wafer_queue(wafer_id), concurrency, name))
+
+
+def _wafer_slots(wafer_id: str) -> int:
+    from sam_server.config import get_settings
+
+    for wafer in get_settings().load_cluster().wafers:
+        if wafer.id == wafer_id:
+            return wafer.max_jobs
+    raise click.BadParameter(
+        f"wafer {wafer_id!r} is not in the cluster file; add it there or pass --concurrency",
+        param_hint="--wafer",
+    )
 
 
 @click.command("up")

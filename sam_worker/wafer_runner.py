@@ -61,6 +61,11 @@ class StepReporter:
         self.lost = False
         self.noted_ckpt: int | None = None
         self.max_step = -1  # the highest step this attempt has run
+        scale = get_settings()
+        self.log_every, self.keep_checkpoints = scale.log_every_steps, scale.checkpoint_keep
+        if run_opts.get("checkpoint_dir"):
+            self.keep_checkpoints = 0  # the user named where they go: the user's to keep
+        self.keep_recent, self.chunk_steps = scale.metrics_recent_steps, scale.metrics_chunk_steps
 
     def on_step(self, rec: Any) -> None:
         loss = float(rec.loss)
@@ -76,11 +81,14 @@ class StepReporter:
                 "accuracy": accuracy,
             }
         )
+        # Every step at DEBUG (the job's log_level decides), and at INFO only every `log_every`
+        # steps: a million-step job must not write a million log rows. Every step's numbers
+        # stay in `sam metrics`.
         self.line(
             f"step {rec.step}: loss {loss:.6g}, {cycles} cycles, "
             f"{per_s:.4g} samples/s (simulated)"
             + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else ""),
-            "DEBUG",
+            "INFO" if rec.step % self.log_every == 0 else "DEBUG",
         )
         summary = self.epochs.add(rec.step, loss, accuracy)
         if summary:
@@ -114,6 +122,8 @@ class StepReporter:
             self.lines.append((level, text))
 
     def flush(self) -> None:
+        from wse_sim.runtime import prune_checkpoints
+
         steps, lines = self.steps, self.lines
         self.steps, self.lines = [], []
         self.last_flush = time.monotonic()
@@ -126,12 +136,15 @@ class StepReporter:
                 attempt=self.attempt,
                 steps=steps,
                 lines=lines,
+                keep_recent=self.keep_recent,
+                chunk_steps=self.chunk_steps,
             )
             if ok and newest is not None and newest[0] != self.noted_ckpt:
                 lifecycle.note_checkpoint(
                     session, job_id=self.job_id, owner=self.owner, step=newest[0], sha256=newest[1]
                 )
                 self.noted_ckpt = newest[0]
+                prune_checkpoints(self.ckpt_dir, self.keep_checkpoints)
         self.lost = self.lost or not ok
 
     def _own_newest_checkpoint(self) -> tuple[int, str | None] | None:

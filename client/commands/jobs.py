@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -114,17 +115,33 @@ def cancel(job_ids: tuple[str, ...], url: str | None, token: str | None) -> None
 @click.command()
 @click.argument("job_id")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the job ends.")
+@click.option("--tail", type=click.IntRange(min=1), metavar="N", help="Only the last N lines.")
+@click.option(
+    "--since",
+    metavar="T",
+    help="Only lines at or after T: an ISO time (2026-12-01T10:00:00Z) or an age (90s, 10m, 2h, 1d).",
+)
 @connection_options
-def logs(job_id: str, follow: bool, url: str | None, token: str | None) -> None:
-    """Print a job's log; -f follows it until the job ends."""
+def logs(
+    job_id: str,
+    follow: bool,
+    tail: int | None,
+    since: str | None,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Print a job's log; -f follows it until the job ends (surviving a server restart)."""
     client = open_client(url, token)
-    if not follow:
-        text = client.logs(job_id)
+    since_iso = since_to_iso(since) if since else None
+    after: str | None = None
+    if not follow or tail or since_iso:  # a window first; a follow goes on from just after it
+        text, after = client.logs_window(job_id, tail=tail, since=since_iso)
         if text:
             click.echo(text, nl=not text.endswith("\n"))
-        return
+        if not follow:
+            return
     try:
-        for event in client.follow_logs(job_id):
+        for event in client.follow_logs(job_id, after=after):
             if event.event == "log":
                 click.echo(event.data)
             elif event.event == "end":
@@ -132,6 +149,25 @@ def logs(job_id: str, follow: bool, url: str | None, token: str | None) -> None:
                 return
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def since_to_iso(value: str) -> str:
+    """`--since` as the ISO time the API takes: an age (`10m`) counts back from now."""
+    text = value.strip()
+    if text[:-1].isdigit() and text[-1:] in _AGE_UNITS:
+        at = now_utc() - timedelta(seconds=int(text[:-1]) * _AGE_UNITS[text[-1]])
+        return at.isoformat()
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither an ISO time (2026-12-01T10:00:00Z) nor an age like 10m, 2h",
+            param_hint="--since",
+        ) from None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
 
 
 def _end_state(data: str) -> str:

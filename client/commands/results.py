@@ -20,12 +20,12 @@ EPOCH_COLUMNS = ["EPOCH", "STEPS", "MEAN_LOSS", "ACCURACY"]
 @connection_options
 def metrics(job_id: str, last: int | None, output: str, url: str | None, token: str | None) -> None:
     """Per-step loss, simulated cycles and throughput of a job."""
-    data = open_client(url, token).metrics(job_id)
+    data = open_client(url, token).metrics(job_id, last=last)  # trimmed by the server
     if output in ("json", "yaml"):
         echo_data(data, output)
         return
     steps = data.get("steps") or []
-    shown = steps[-last:] if last else steps
+    shown = steps[-last:] if last else steps  # an older server sends every step
     rows = [
         [
             s.get("step"),

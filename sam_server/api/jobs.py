@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any
 
 import anyio
@@ -12,12 +10,11 @@ from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
-from sam_server.errors import NotFound
+from sam_server.api.stream import follow
+from sam_server.errors import BadRequest, NotFound
 from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
+from sam_server.services import history, observe
 from sam_server.services import jobs as svc
-from sam_server.services import observe
-from sam_server.services.auth import Principal
-from sam_server.services.transitions import TERMINAL
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 
@@ -129,44 +126,68 @@ def cancel(job_id: str, session: SessionDep, principal: PrincipalDep) -> Respons
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
-def logs(job_id: str, request: Request, session: SessionDep, principal: PrincipalDep) -> Response:
-    """The job's log; with `Accept: text/event-stream` a live stream that ends when the job ends."""
-    job = svc.get_job(session, principal=principal, job_id=job_id)
-    if "text/event-stream" in request.headers.get("accept", ""):
-        stream = _follow(request, principal, job.id)
-        return StreamingResponse(
-            stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
-    text = "".join(observe.format_log(line) + "\n" for line in observe.log_lines(session, job=job))
-    return PlainTextResponse(text)
-
-
-def _follow(request: Request, principal: Principal, job_id: str) -> Iterator[str]:
+async def logs(
+    job_id: str,
+    request: Request,
+    tail: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    since: datetime | None = None,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    last_event_id: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Response:
+    """The job's log (`tail`: the last N lines, `since`: lines at or after a time); with
+    `Accept: text/event-stream` a live stream (every event has an `id:`; a `Last-Event-ID`
+    header resumes after it) that ends when the job ends."""
     sessions = request.app.state.sessions
-    last_id, idle = 0, 0.0
-    while True:
+    if "text/event-stream" in request.headers.get("accept", ""):
+        job = await anyio.to_thread.run_sync(_visible_job, sessions, authorization, job_id)
+        after = _event_id(last_event_id)
+        stream = follow(request.app.state.log_hub, job.id, after)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    def read() -> Response:
         with sessions() as session:
-            job = svc.get_job(session, principal=principal, job_id=job_id)
-            lines = observe.log_lines(session, job=job, after_id=last_id)
-            ended = job.state in {s.value for s in TERMINAL}
-            state = job.state
-        for line in lines:
-            last_id = line.id
-            yield f"event: log\ndata: {observe.format_log(line)}\n\n"
-        if ended and not lines:
-            yield f"event: end\ndata: {json.dumps({'state': state})}\n\n"
-            return
-        idle = 0.0 if lines else idle + 0.25
-        if idle >= 15:  # a comment line keeps proxies from closing an idle stream
-            idle = 0.0
-            yield ": keep-alive\n\n"
-        time.sleep(0.25)
+            job = svc.get_job(
+                session, principal=principal_from_header(session, authorization), job_id=job_id
+            )
+            lines = history.log_lines(session, job=job, tail=tail, since=since)
+            last = lines[-1].id if lines else history.last_log_id(session, job=job)
+            text = "".join(observe.format_log(line) + "\n" for line in lines)
+        # The id a follower sends as Last-Event-ID to continue right after this text.
+        return PlainTextResponse(text, headers={"X-Last-Event-ID": str(last)})
+
+    return await anyio.to_thread.run_sync(read)
+
+
+def _visible_job(sessions: Any, authorization: str | None, job_id: str) -> Any:
+    with sessions() as session:
+        principal = principal_from_header(session, authorization)
+        return svc.get_job(session, principal=principal, job_id=job_id)
+
+
+def _event_id(header: str | None) -> int:
+    """The log line id a `Last-Event-ID` names (0: from the start)."""
+    if not header:
+        return 0
+    try:
+        return max(0, int(header.strip()))
+    except ValueError:
+        raise BadRequest(
+            f"Last-Event-ID {header[:40]!r} is not an event id of this stream; "
+            "send the `id:` of the last event received, or omit the header"
+        ) from None
 
 
 @router.get("/jobs/{job_id}/metrics")
-def metrics(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
-    """Per-step loss, simulated cycles and samples/s, step 0 first."""
-    return observe.metrics(session, job=svc.get_job(session, principal=principal, job_id=job_id))
+def metrics(
+    job_id: str,
+    session: SessionDep,
+    principal: PrincipalDep,
+    last: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+) -> Response:
+    """Per-step loss, simulated cycles and samples/s, step 0 first (`last`: the newest N)."""
+    job = svc.get_job(session, principal=principal, job_id=job_id)
+    return JSONResponse(history.metrics(session, job=job, last=last))
 
 
 @router.get("/jobs/{job_id}/explain")

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -181,6 +182,19 @@ class JobMetric(Base):
     # Share of the step's predictions (argmax of the logits) equal to the targets; null when
     # the loss is not a classification loss.
     accuracy: Mapped[float | None] = mapped_column(Float)
+
+
+class JobMetricChunk(Base):
+    """Older steps of a job's metrics, packed: a zlib-compressed run of consecutive steps
+    (`sam_server.services.history` writes and reads them; recent steps stay in job_metrics)."""
+
+    __tablename__ = "job_metric_chunks"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    first_step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_step: Mapped[int] = mapped_column(Integer)
+    sim_cycles: Mapped[int] = mapped_column(BigInteger)  # their sum, for totals without unpacking
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class JobAttempt(Base):

@@ -13,14 +13,15 @@ import time
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server.config import Settings
 from sam_server.db.models import JobEvent, OutboxMessage
-from sam_server.db.session import session_scope
+from sam_server.db.session import engine_for, session_scope
 from sam_server.db.types import utcnow
 from sam_server.scheduler.decisions import apply_plan
 from sam_server.scheduler.leader import Leadership
+from sam_server.scheduler.metrics import SchedulerMetrics
 from sam_server.scheduler.reaper import reap_expired
 from sam_server.scheduler.reuse import reuse_compiled
 from sam_server.scheduler.snapshot import build_snapshot, load_active_jobs
@@ -60,8 +61,10 @@ def run_cycle(
     `compile_servers` (read from the cluster file once); otherwise the file is read here."""
     started = time.perf_counter()
     config = config or policy_config(settings)
+    cluster = settings.load_cluster()
     if compile_servers is None:
-        compile_servers = settings.load_cluster().compile_servers
+        compile_servers = cluster.compile_servers
+    max_jobs = {w.id: w.max_jobs for w in cluster.wafers}
     stats = CycleStats()
     now = time.time()  # one instant for the snapshot and the plan
     with session_scope(settings.resolved_database_url) as session:
@@ -79,6 +82,7 @@ def run_cycle(
             config=config,
             compile_servers=compile_servers,
             stale_s=settings.heartbeat_s * 3,
+            max_jobs=max_jobs,
         )
         decided = plan(snapshot, now, config)
         apply_plan(
@@ -147,6 +151,9 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: stopping.update(now=True))
     last_marker, last_cycle = -1, 0.0
+    metrics = SchedulerMetrics(sessionmaker(engine_for(settings.resolved_database_url)))
+    if settings.scheduler_metrics_port:
+        metrics.serve(settings.scheduler_metrics_port, settings.metrics_host)
     while not stopping["now"]:
         if not leader.try_acquire():
             time.sleep(1.0)
@@ -157,6 +164,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
             if marker != last_marker or time.monotonic() - last_cycle >= interval:
                 stats = run_cycle(settings, config=config, compile_servers=compile_servers)
                 last_marker, last_cycle = marker, time.monotonic()
+                metrics.observe(stats)
                 if stats.compiles or stats.starts or stats.preemptions or stats.reaped:
                     log.info(
                         "cycle: %d compiles, %d starts, %d preemptions, %d waiting, "

@@ -79,8 +79,10 @@ def build_snapshot(
     config: PolicyConfig,
     compile_servers: int,
     stale_s: float,
+    max_jobs: dict[str, int] | None = None,
 ) -> Snapshot:
-    """The policy's view of the cluster at `now` (epoch seconds)."""
+    """The policy's view of the cluster at `now` (epoch seconds); `max_jobs`: the regions each
+    wafer's worker runs at once (from the cluster file)."""
     wafers = []
     for w in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
         allocs = tuple(
@@ -96,8 +98,17 @@ def build_snapshot(
             if j.wafer_id == w.id and j.state in HOLDS_REGION
         )
         online = wafer_online(w, now=datetime.fromtimestamp(now).astimezone(), stale_s=stale_s)
+        slots = (max_jobs or {}).get(w.id)
         wafers.append(
-            PolicyWafer(w.id, w.rows, w.cols, online=online, allocations=allocs, arch=w.arch)
+            PolicyWafer(
+                w.id,
+                w.rows,
+                w.cols,
+                online=online,
+                allocations=allocs,
+                arch=w.arch,
+                max_jobs=slots,
+            )
         )
     tenants = {
         t.name: _tenant_state(session, t, now, config)

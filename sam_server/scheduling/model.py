@@ -44,6 +44,7 @@ class Wafer:
     online: bool = True
     allocations: tuple[Allocation, ...] = ()
     arch: str | None = None
+    max_jobs: int | None = None  # regions the wafer's worker can run at once (None: no limit)
 
 
 @dataclass(frozen=True)

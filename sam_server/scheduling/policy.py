@@ -34,6 +34,7 @@ from sam_server.scheduling.model import (
     Reservation,
     Snapshot,
     Start,
+    Wafer,
     WaferMetrics,
     arch_matches,
 )
@@ -115,12 +116,18 @@ def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
         running = [j if j is not None and j.state == "running" else None for j in jobs]
         held.append([Held(r, j) for r, j in zip(rects, running, strict=True)])
         ends.append([TimedRect(r, _end_of(j)) for r, j in zip(rects, running, strict=True)])
-        spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if wafer.online else None)
+        usable = wafer.online and not _slots_full(wafer, len(rects))
+        spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if usable else None)
     ledger = QuotaLedger.of(snapshot.tenants, snapshot.jobs)
     cycle = _Cycle(snapshot, now, config, spaces, ledger, held, ends)
     ranks = [CLASS_RANK.get(j.priority_class, 1) for j in snapshot.jobs if j.state == "running"]
     cycle.lowest_running_rank = min(ranks, default=len(CLASS_RANK))
     return cycle
+
+
+def _slots_full(wafer: Wafer, regions: int) -> bool:
+    """The wafer's worker runs `max_jobs` regions at once: no more may be placed on it."""
+    return wafer.max_jobs is not None and regions >= wafer.max_jobs
 
 
 def _end_of(job: Job | None) -> float:
@@ -147,8 +154,12 @@ def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> Non
     cycle.ledger.add(job)
     cycle.held[wafer_index].append(Held(rect, None))
     cycle.ends[wafer_index].append(TimedRect(rect, cycle.now + job.time_limit_s))
-    wafer_id = cycle.snapshot.wafers[wafer_index].id
-    cycle.starts.append(Start(job.id, wafer_id, row, col, job.rows, job.cols))
+    wafer = cycle.snapshot.wafers[wafer_index]
+    cycle.starts.append(Start(job.id, wafer.id, row, col, job.rows, job.cols))
+    if _slots_full(wafer, len(cycle.held[wafer_index])):  # every worker slot is now taken
+        cycle.spaces[wafer_index] = None
+        for layer in cycle.layers:
+            layer.spaces[wafer_index], layer.fit = None, None
 
 
 def _for_arch(cycle: _Cycle, job: Job, spaces: list[FreeSpace | None]) -> list[FreeSpace | None]:

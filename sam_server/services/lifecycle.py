@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
+from sam_server.services import history
 from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
 from sam_server.services.transitions import JobState, transition
 
@@ -237,16 +238,18 @@ def record_steps(
     attempt: int,
     steps: list[dict[str, Any]],
     lines: list[tuple[str, str]],
+    keep_recent: int = 200,
+    chunk_steps: int = 500,
 ) -> bool:
-    """Store per-step metrics and log lines; False if the lease is no longer ours."""
+    """Store per-step metrics and log lines; False if the lease is no longer ours.
+
+    Steps older than the newest `keep_recent` (or so) are packed `chunk_steps` to a row."""
     job = session.get(Job, job_id)
     if job is None or job.lease_owner != owner or job.attempts != attempt:
         return False
     if steps:
         first = min(s["step"] for s in steps)
-        session.execute(
-            delete(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step >= first)
-        )
+        history.drop_metrics_from(session, job_id=job_id, first=first)
         session.add_all(
             JobMetric(
                 job_id=job_id,
@@ -265,6 +268,9 @@ def record_steps(
         job.progress_loss = finite_or_none(last["loss"])
     for level, line in lines:
         session.add(JobLog(job_id=job_id, level=level[:8], line=cap_text(line)))
+    if steps:  # keep the row count bounded: older steps go into packed chunks
+        session.flush()
+        history.compact_metrics(session, job_id=job_id, recent=keep_recent, chunk=chunk_steps)
     return True
 
 

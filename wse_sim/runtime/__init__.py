@@ -24,6 +24,7 @@ from wse_sim.runtime.checkpoint import (
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
+    prune_checkpoints,
     save_checkpoint,
 )
 from wse_sim.runtime.job import ArtifactMismatchError, JobReleasedError, LoadedJob, StepResult, load
@@ -46,6 +47,7 @@ __all__ = [
     "list_checkpoints",
     "load",
     "load_checkpoint",
+    "prune_checkpoints",
     "report",
     "save_checkpoint",
     "train",

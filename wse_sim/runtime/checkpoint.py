@@ -115,3 +115,22 @@ def load_checkpoint(path: Path, *, expected_sha256: str | None = None) -> dict[s
         raise CheckpointError(
             f"cannot read checkpoint {path}: {exc}; resume from an older checkpoint"
         ) from exc
+
+
+def prune_checkpoints(checkpoint_dir: Path | None, keep: int) -> list[int]:
+    """Delete every complete checkpoint but the newest `keep`; returns the steps removed.
+
+    The JSON (the mark of completeness) goes first, so a crash mid-way never leaves a JSON that
+    names a missing .npz.
+    """
+    if checkpoint_dir is None or not Path(checkpoint_dir).is_dir() or keep < 1:
+        return []
+    steps = sorted(
+        int(m.group(1)) for p in Path(checkpoint_dir).iterdir() if (m := _NAME.match(p.name))
+    )
+    removed = steps[:-keep]
+    for step in removed:
+        base = Path(checkpoint_dir) / f"step-{step:08d}"
+        base.with_suffix(".json").unlink(missing_ok=True)
+        base.with_suffix(".npz").unlink(missing_ok=True)
+    return removed

@@ -1,0 +1,254 @@
+"""Live log streaming on the event loop: one database poll per tick for every followed job,
+fanned out to all of each job's followers (Server-Sent Events with ids, resume, heartbeats and a
+bounded drain on shutdown).
+
+A follower never holds a worker thread or a database connection while it waits: it awaits an
+in-memory queue that the hub's single poller fills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from sam_server.db.models import Job, JobLog
+from sam_server.services import observe
+from sam_server.services.transitions import TERMINAL
+
+log = logging.getLogger("sam.server.stream")
+
+ENDED = frozenset(s.value for s in TERMINAL) | {"gone"}
+FULL_POLL_EVERY = 4  # ticks between polls that read every followed job in full
+MAX_BACKLOG = 10_000  # events queued for one slow follower before it is told to reconnect
+
+
+@dataclass
+class _Channel:
+    """The followers of one job and how far the hub has read its log."""
+
+    last_id: int
+    queues: set[asyncio.Queue[tuple[Any, ...]]] = field(default_factory=set)
+
+
+class LogHub:
+    """Per-process fan-out of job log lines to every follower of every job."""
+
+    def __init__(
+        self, sessions: sessionmaker, *, poll_s: float = 0.5, heartbeat_s: float = 15.0
+    ) -> None:  # type: ignore[type-arg]
+        self.sessions = sessions
+        self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
+        self.channels: dict[str, _Channel] = {}
+        self.draining = False
+        self.polls = 0  # database polls made, for tests and the benchmark
+        self._seen_max = 0  # the newest log id of all jobs at the last poll
+        self.gauge: Any = None  # a prometheus Gauge of open followers, when the app sets one
+        self._task: asyncio.Task[None] | None = None
+        # Polls get their own thread: they never queue behind (or block) ordinary requests.
+        self._limiter = anyio.CapacityLimiter(1)
+
+    @property
+    def followers(self) -> int:
+        """Followers connected to this process now."""
+        return sum(len(c.queues) for c in self.channels.values())
+
+    async def subscribe(self, job_id: str) -> asyncio.Queue[tuple[Any, ...]]:
+        """A queue that receives `("log", id, text)`, `("end", id, state)` or `("shutdown",)`."""
+        queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        channel = self.channels.get(job_id)
+        if channel is None:
+            start = await self._run(_max_log_id, job_id)
+            channel = self.channels.setdefault(job_id, _Channel(last_id=start))
+        channel.queues.add(queue)
+        if self.gauge is not None:
+            self.gauge.inc()
+        if self.draining:
+            queue.put_nowait(("shutdown",))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+        return queue
+
+    def unsubscribe(self, job_id: str, queue: asyncio.Queue[tuple[Any, ...]]) -> None:
+        """Forget a follower; the job stops being polled when it has none left."""
+        if self.gauge is not None:
+            self.gauge.dec()
+        channel = self.channels.get(job_id)
+        if channel is None:
+            return
+        channel.queues.discard(queue)
+        if not channel.queues:
+            del self.channels[job_id]
+
+    def drain(self) -> None:
+        """Tell every follower the server is going away (they end their streams at once)."""
+        self.draining = True
+        for channel in self.channels.values():
+            for queue in channel.queues:
+                queue.put_nowait(("shutdown",))
+
+    async def close(self) -> None:
+        """Stop the poller."""
+        self.drain()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        def work() -> Any:
+            with self.sessions() as session:
+                return fn(session, *args)
+
+        return await anyio.to_thread.run_sync(work, limiter=self._limiter)
+
+    async def _poll_forever(self) -> None:
+        while self.channels:
+            try:
+                await self.poll_once()
+            except Exception:  # noqa: BLE001 - a database hiccup must not end every stream
+                log.exception("log poll failed; retrying")
+            await asyncio.sleep(self.poll_s)
+
+    async def poll_once(self) -> None:
+        """One database read for every followed job; deliver new lines and ends."""
+        cursors = {job_id: c.last_id for job_id, c in self.channels.items()}
+        if not cursors:
+            return
+        full = self.polls % FULL_POLL_EVERY == 0
+        states, rows, self._seen_max = await self._run(_read_new, cursors, self._seen_max, full)
+        self.polls += 1
+        for job_id, lines in rows.items():
+            channel = self.channels.get(job_id)
+            if channel is None:
+                continue
+            for line_id, text in lines:
+                if line_id > channel.last_id:
+                    channel.last_id = line_id
+                    self._publish(channel, ("log", line_id, text))
+        for job_id, state in states.items():
+            channel = self.channels.get(job_id)
+            if channel is not None and state in ENDED:
+                self._publish(channel, ("end", channel.last_id, state))
+                del self.channels[job_id]
+
+    def _publish(self, channel: _Channel, event: tuple[Any, ...]) -> None:
+        for queue in list(channel.queues):
+            if queue.qsize() >= MAX_BACKLOG:  # too slow: make it resume from its last id
+                channel.queues.discard(queue)
+                queue.put_nowait(("shutdown",))
+            else:
+                queue.put_nowait(event)
+
+
+def _max_log_id(session: Session, job_id: str) -> int:
+    value = session.execute(select(func.max(JobLog.id)).where(JobLog.job_id == job_id)).scalar()
+    return int(value or 0)
+
+
+def _read_new(
+    session: Session, cursors: dict[str, int], seen_max: int, full: bool
+) -> tuple[dict[str, str], dict[str, list[tuple[int, str]]], int]:
+    """(ended jobs' states, new lines per job, the newest log id of all). Cheap when nothing
+    happened: one indexed max() and the ended jobs only; every line and every job on `full`
+    ticks (which also catch a line whose id committed out of order)."""
+    ids = list(cursors)
+    # The state is read before the lines: a job seen ended has every line it wrote visible.
+    query = select(Job.id, Job.state).where(Job.id.in_(ids))
+    if full:
+        found = session.execute(query).tuples()
+        # A job deleted meanwhile ends its streams too ("gone" is not a job state, only an end).
+        states = {job_id: "gone" for job_id in ids} | {job_id: state for job_id, state in found}
+    else:
+        ended = session.execute(query.where(Job.state.in_(sorted(ENDED)))).tuples()
+        states = {job_id: state for job_id, state in ended}
+    newest = int(session.execute(select(func.max(JobLog.id))).scalar() or 0)
+    rows: dict[str, list[tuple[int, str]]] = {}
+    if newest <= seen_max and not full and not states:
+        return states, rows, newest
+    lines = (
+        select(JobLog)
+        .where(JobLog.job_id.in_(ids), JobLog.id > min(cursors.values()))
+        .order_by(JobLog.id)
+    )
+    for line in session.execute(lines).scalars():
+        if line.id > cursors[line.job_id]:
+            rows.setdefault(line.job_id, []).append((line.id, observe.format_log(line)))
+    return states, rows, newest
+
+
+def _catch_up(session: Session, job_id: str, after_id: int) -> tuple[str, list[tuple[int, str]]]:
+    job = session.get(Job, job_id)
+    state = job.state if job is not None else "gone"
+    query = select(JobLog).where(JobLog.job_id == job_id, JobLog.id > after_id)
+    lines = session.execute(query.order_by(JobLog.id)).scalars()
+    return state, [(line.id, observe.format_log(line)) for line in lines]
+
+
+def sse(event: str, data: str, event_id: int | None = None) -> str:
+    """One Server-Sent Event (a data line per line of `data`)."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    body = "".join(f"data: {part}\n" for part in data.split("\n"))
+    return f"{head}event: {event}\n{body}\n"
+
+
+async def follow(hub: LogHub, job_id: str, after_id: int) -> AsyncIterator[str]:
+    """The event stream of one follower: lines after `after_id`, then `end` (or `shutdown`)."""
+    queue = await hub.subscribe(job_id)
+    try:
+        # Subscribed first, then caught up: a line is in the catch-up, the queue, or both
+        # (dropped by id), never in neither.
+        state, lines = await hub._run(_catch_up, job_id, after_id)
+        sent = after_id
+        yield "retry: 1000\n\n"
+        for line_id, text in lines:
+            sent = line_id
+            yield sse("log", text, line_id)
+        if state in ENDED:
+            yield sse("end", json.dumps({"state": state}), sent)
+            return
+        while True:
+            try:
+                with anyio.fail_after(hub.heartbeat_s):
+                    event = await queue.get()
+            except TimeoutError:
+                yield ": keep-alive\n\n"  # keeps proxies and idle timeouts from closing it
+                continue
+            if event[0] == "log" and event[1] > sent:
+                sent = event[1]
+                yield sse("log", event[2], sent)
+            elif event[0] == "end":
+                yield sse("end", json.dumps({"state": event[2]}), max(sent, event[1]))
+                return
+            elif event[0] == "shutdown":
+                yield sse("shutdown", json.dumps({"reconnect": True}), sent)
+                return
+    finally:
+        hub.unsubscribe(job_id, queue)
+
+
+def install_drain_on_signal(hub: LogHub) -> None:
+    """Chain SIGTERM/SIGINT so that followers get a final `shutdown` event at once and the
+    server's graceful shutdown (which waits for open responses) ends within moments."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            previous = signal.getsignal(sig)
+        except ValueError:  # not the main thread (a test server): nothing to chain
+            return
+
+        def handler(num: int, frame: Any, previous: Any = previous) -> None:
+            loop.call_soon_threadsafe(hub.drain)
+            if callable(previous):
+                previous(num, frame)
+
+        try:
+            signal.signal(sig, handler)
+        except ValueError:
+            return

@@ -1,0 +1,192 @@
+"""A job's history at scale: log windows (`tail`, `since`), metrics kept compactly (recent steps
+as rows, older ones packed into compressed chunks) and read back server-side (`last`)."""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from array import array
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from sam_server.db.models import Job, JobLog, JobMetric, JobMetricChunk
+from sam_server.db.types import as_utc
+
+# Column layout of a packed chunk: (name, array typecode). Columns, not rows: each column is
+# smooth (steps count up, cycles repeat), so zlib shrinks them far better.
+_COLUMNS: tuple[tuple[str, str], ...] = (("step", "i"), ("loss", "d"), ("nonfinite", "b"))
+_COLUMNS += (("sim_cycles", "q"), ("samples_per_sec", "d"), ("attempt", "h"))
+_NONFINITE = {None: 0, "nan": 1, "inf": 2, "-inf": 3}
+_NONFINITE_NAMES = {code: name for name, code in _NONFINITE.items()}
+
+
+def log_lines(
+    session: Session, *, job: Job, tail: int | None = None, since: datetime | None = None
+) -> list[JobLog]:
+    """The job's log lines in order: at or after `since`, and only the last `tail` of them."""
+    query = select(JobLog).where(JobLog.job_id == job.id)
+    if since is not None:
+        query = query.where(JobLog.at >= as_utc(since))
+    if tail is None:
+        return list(session.execute(query.order_by(JobLog.id)).scalars())
+    newest = session.execute(query.order_by(JobLog.id.desc()).limit(tail)).scalars()
+    return list(reversed(list(newest)))
+
+
+def last_log_id(session: Session, *, job: Job) -> int:
+    """The id of the job's newest log line (0 if none)."""
+    value = session.execute(select(func.max(JobLog.id)).where(JobLog.job_id == job.id)).scalar()
+    return int(value or 0)
+
+
+def pack(steps: list[dict[str, Any]]) -> bytes:
+    """Consecutive step records (as `unpack` returns them) as one compressed blob."""
+    parts = []
+    for name, code in _COLUMNS:
+        column = array(code, (_field(s, name) for s in steps))
+        if sys.byteorder == "big":  # stored little-endian whatever the host
+            column.byteswap()
+        parts.append(column.tobytes())
+    header = array("I", [len(steps)]).tobytes()
+    return zlib.compress(header + b"".join(parts), 6)
+
+
+def _field(step: dict[str, Any], name: str) -> Any:
+    if name == "nonfinite":
+        return _NONFINITE[step.get("loss_nonfinite")]
+    if name == "loss":
+        return step["loss"] if step["loss"] is not None else 0.0
+    return step.get(name) or 0
+
+
+def unpack(blob: bytes) -> list[dict[str, Any]]:
+    """The step records of a packed chunk, in step order."""
+    raw = zlib.decompress(blob)
+    count = array("I", raw[:4])[0]
+    offset, columns = 4, {}
+    for name, code in _COLUMNS:
+        column = array(code)
+        size = column.itemsize * count
+        column.frombytes(raw[offset : offset + size])
+        if sys.byteorder == "big":
+            column.byteswap()
+        columns[name], offset = column, offset + size
+    out = []
+    for i in range(count):
+        view: dict[str, Any] = {"step": columns["step"][i], "loss": columns["loss"][i]}
+        view.update(sim_cycles=columns["sim_cycles"][i])
+        view.update(samples_per_sec=columns["samples_per_sec"][i], attempt=columns["attempt"][i])
+        kind = _NONFINITE_NAMES[columns["nonfinite"][i]]
+        if kind:
+            view["loss"], view["loss_nonfinite"] = None, kind
+        out.append(view)
+    return out
+
+
+def _row_view(m: JobMetric) -> dict[str, Any]:
+    view: dict[str, Any] = {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles}
+    view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt)
+    if m.loss_nonfinite:
+        view["loss_nonfinite"] = m.loss_nonfinite
+    return view
+
+
+def compact_metrics(session: Session, *, job_id: str, recent: int, chunk: int) -> int:
+    """Pack the oldest plain rows into chunks of `chunk` steps while more than `recent + chunk`
+    rows remain, so a job keeps at most about `recent + chunk` rows; returns chunks written."""
+    count = session.execute(
+        select(func.count()).select_from(JobMetric).where(JobMetric.job_id == job_id)
+    ).scalar_one()
+    written = 0
+    while count - written * chunk > recent + chunk:
+        rows = list(
+            session.execute(
+                select(JobMetric)
+                .where(JobMetric.job_id == job_id)
+                .order_by(JobMetric.step)
+                .limit(chunk)
+            ).scalars()
+        )
+        _write_chunk(session, job_id, [_row_view(m) for m in rows])
+        session.execute(
+            delete(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step <= rows[-1].step)
+        )
+        written += 1
+    return written
+
+
+def _write_chunk(session: Session, job_id: str, steps: list[dict[str, Any]]) -> None:
+    session.add(
+        JobMetricChunk(
+            job_id=job_id,
+            first_step=steps[0]["step"],
+            last_step=steps[-1]["step"],
+            sim_cycles=sum(int(s["sim_cycles"]) for s in steps),
+            data=pack(steps),
+        )
+    )
+    session.flush()
+
+
+def drop_metrics_from(session: Session, *, job_id: str, first: int) -> None:
+    """Forget every stored step >= `first` (a resumed attempt rewrites them), packed or not."""
+    session.execute(delete(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step >= first))
+    chunks = session.execute(
+        select(JobMetricChunk).where(
+            JobMetricChunk.job_id == job_id, JobMetricChunk.last_step >= first
+        )
+    ).scalars()
+    for chunk in list(chunks):
+        keep = [s for s in unpack(chunk.data) if s["step"] < first]
+        session.delete(chunk)
+        session.flush()
+        if keep:
+            _write_chunk(session, job_id, keep)
+
+
+def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str, Any]:
+    """`{steps: [...], total_steps, total_sim_cycles, final_loss}`, step 0 first; `last` keeps
+    only the newest N steps (read server-side: the packed history is not unpacked for it)."""
+    rows_query = select(JobMetric).where(JobMetric.job_id == job.id)
+    if last is None:
+        recent = list(session.execute(rows_query.order_by(JobMetric.step)).scalars())
+    else:
+        newest = session.execute(rows_query.order_by(JobMetric.step.desc()).limit(last))
+        recent = list(reversed(list(newest.scalars())))
+    steps = [_public(_row_view(m)) for m in recent]
+    chunk_query = select(JobMetricChunk).where(JobMetricChunk.job_id == job.id)
+    older: list[dict[str, Any]] = []
+    for chunk in session.execute(chunk_query.order_by(JobMetricChunk.first_step.desc())):
+        if last is not None and len(older) + len(steps) >= last:
+            break
+        older = [_public(s) for s in unpack(chunk[0].data)] + older
+    steps = older + steps
+    if last is not None:
+        steps = steps[-last:] if steps else steps
+    return {
+        "job_id": job.id,
+        "steps": steps,
+        "total_steps": job.total_steps,
+        "total_sim_cycles": _total_cycles(session, job.id),
+        "final_loss": steps[-1]["loss"] if steps else None,
+    }
+
+
+def _public(step: dict[str, Any]) -> dict[str, Any]:
+    step.pop("attempt", None)
+    return step
+
+
+def _total_cycles(session: Session, job_id: str) -> int:
+    rows = session.execute(
+        select(func.coalesce(func.sum(JobMetric.sim_cycles), 0)).where(JobMetric.job_id == job_id)
+    ).scalar_one()
+    chunks = session.execute(
+        select(func.coalesce(func.sum(JobMetricChunk.sim_cycles), 0)).where(
+            JobMetricChunk.job_id == job_id
+        )
+    ).scalar_one()
+    return int(rows) + int(chunks)
