@@ -61,8 +61,8 @@ def parse_activation_budget(value: object) -> ActivationBudget | None:
     if isinstance(value, int | float):
         if not value > 0:
             raise ValueError(f"max_activation_memory must be positive; {_HELP}")
-        if isinstance(value, int) and value > LEGACY_PER_PE_ABOVE:
-            return ActivationBudget(per_pe_bytes=value)
+        if float(value).is_integer() and value > LEGACY_PER_PE_ABOVE:
+            return ActivationBudget(per_pe_bytes=int(value))
         return ActivationBudget(per_job_bytes=max(1, int(round(float(value) * GB))))
     match = _PATTERN.match(str(value))
     if not match or match.group(2).lower() not in _UNITS:
