@@ -20,6 +20,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from compiler import ops
+from compiler.batchnorm import BatchNormMode
 from compiler.data import normalize_batch, synthetic_batch
 from compiler.errors import ModelError
 from compiler.fx_to_ir import fx_to_ir
@@ -79,7 +80,8 @@ def make_step_function(model: nn.Module, layout: StepLayout):
                 **dict(zip(layout.param_names, trainable, strict=False)),
                 **dict(zip(layout.buffer_names, buffers, strict=False)),
             }
-            output = torch.func.functional_call(model, state_dict, args)
+            with BatchNormMode():  # running statistics update as declared mutations
+                output = torch.func.functional_call(model, state_dict, args)
             loss = compute_loss(layout.loss_kind, output, targets)
             return loss, (loss, buffers)
 

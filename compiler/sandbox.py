@@ -1,8 +1,10 @@
 """Running untrusted user code (model files, make_batch) in a limited subprocess.
 
 The child (`python -m compiler.sandbox_child SCRATCH`) runs with:
-- RLIMIT_CPU (CPU seconds), RLIMIT_AS (address space; torch alone maps about 0.7 GB, so limits
-  below ~1.5 GB cannot even import it), RLIMIT_FSIZE and no core dumps, set in the forked child;
+- RLIMIT_CPU (CPU seconds), RLIMIT_DATA (heap and anonymous memory, what the model really
+  allocates; not RLIMIT_AS, since the CUDA build of torch that torchvision needs maps 3.6 GB of
+  library address space before any model code runs), RLIMIT_FSIZE and no core dumps, set in the
+  forked child;
 - a wall-clock timeout enforced by the parent, which kills the child's whole process group;
 - no network: a fresh network namespace (unshare(CLONE_NEWNET) via libc, which works when the
   worker runs as root or has CAP_SYS_ADMIN) and, always, `socket.socket` replaced by a stub that
@@ -56,7 +58,7 @@ def _limit_child(limits: SandboxLimits) -> None:
     """preexec_fn: runs in the forked child before exec (keep it async-signal simple)."""
     os.setsid()
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 2))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:

@@ -32,6 +32,23 @@ def _block_network() -> str:
     return "netns+socket_stub" if isolated else "socket_stub"
 
 
+ZOO_LIBRARIES = ("torchvision", "timm", "transformers")
+
+
+def _preload_model_libraries(names: list[str], src: Path) -> None:
+    """Import the model-zoo libraries the user's files name, before the socket stub goes in:
+    their own imports (huggingface_hub -> ssl, which subclasses socket.socket) break after it."""
+    import importlib
+
+    text = "\n".join((src / name).read_text(errors="replace") for name in names)
+    for library in ZOO_LIBRARIES:
+        if library in text:
+            try:
+                importlib.import_module(library)
+            except ImportError:
+                pass  # not installed: the user's own import reports it with their line number
+
+
 def _write(scratch: Path, result: dict[str, Any]) -> None:
     (scratch / "result.json").write_text(json.dumps(result))
 
@@ -70,6 +87,8 @@ def main(scratch: Path) -> None:
     task = json.loads((scratch / "task.json").read_text())
     if task["task"] == "trace":
         import torch  # noqa: F401 - loaded before the network is blocked, as the tracer needs it
+
+        _preload_model_libraries(task["files"], scratch / "src")
 
     from compiler.errors import CompileError
 
