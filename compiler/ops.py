@@ -195,6 +195,9 @@ VISION_KEPT_WHOLE = frozenset(
         "aten._adaptive_avg_pool2d_backward.default",
         "aten.adaptive_max_pool2d.default",
         "aten.adaptive_max_pool2d_backward.default",
+        # writes through views (timm's channels-last LayerNorm2d): functionalization's strided forms
+        "aten.as_strided.default",
+        "aten.as_strided_scatter.default",
     }
 )
 KEPT_WHOLE = KEPT_WHOLE | VISION_KEPT_WHOLE

@@ -140,3 +140,17 @@ def test_grouped_depthwise_and_transposed_convolution(transposed, groups, stride
     _close(gx, tx.grad, 1e-4)
     _close(gw, tw.grad, 1e-4)
     _close(gb, tb.grad, 1e-4)
+
+
+def test_as_strided_and_its_scatter_match_torch() -> None:
+    base = _rand(4, 6)
+    size, stride, offset = [3, 2], [5, 2], 1  # overlapping, strided windows of the storage
+    tb = torch.tensor(base)
+    _close(
+        _kernel("aten.as_strided.default")(base, size, stride, offset),
+        tb.as_strided(size, stride, offset),
+    )
+    src = _rand(3, 2, seed=1)
+    ours = _kernel("aten.as_strided_scatter.default")(base, src, size, stride, offset)
+    _close(ours, torch.as_strided_scatter(tb, torch.tensor(src), size, stride, offset))
+    _close(base, tb)  # the input is left as it was

@@ -19,7 +19,7 @@ import torch
 from tests.zoo.harness import RTOL, expected_training, load_zoo_job, run_zoo_model, zoo_names
 
 torch.set_num_threads(1)  # the machine is shared; threads only add contention
-FAST = {"resnet18", "mobilenet_v3_small", "shufflenet_v2_x0_5", "timm_resnet10t"}
+FAST = {"squeezenet1_1", "timm_resnet10t"}  # ~1 minute together on a loaded 2-core machine
 _CACHE = Path(tempfile.mkdtemp(prefix="sam-zoo-tests-"))
 
 
@@ -40,8 +40,8 @@ def test_zoo_folders_are_user_jobs_and_listed_in_expected() -> None:
         job = load_zoo_job(name)  # a normal, validated SAM job spec
         assert "model.py" in job.files and job.spec["model"]["file"] == "model.py"
         assert job.steps >= 5
-    vision = [n for n in expected if (Path(__file__).parents[2] / "examples/zoo" / n).is_dir()]
-    assert set(vision) == set(expected), "expected.yaml names a model with no zoo folder"
+    missing = [n for n in expected if n not in names]
+    assert not missing, f"expected.yaml names models with no zoo folder: {missing}"
 
 
 @pytest.mark.parametrize("name", _params())
@@ -57,3 +57,5 @@ def test_zoo_model_trains_like_pytorch_or_names_its_blocking_op(name: str) -> No
         f"(rtol {RTOL}); buffers {result.buffer_rel_error}\n"
         f"sim   {result.sim_losses}\ntorch {result.torch_losses}"
     )
+    # a model whose loss never moves would match trivially: it must really train
+    assert max(result.sim_losses) - min(result.sim_losses) > 1e-4, result.sim_losses

@@ -163,3 +163,31 @@ def conv_transpose2d_backward(
         axis=0,
     )
     return grad_x, grad_w
+
+
+@simple("aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(x: Any, size: Any, stride: Any, storage_offset: Any = None) -> np.ndarray:
+    """The elements at storage_offset + sum(i_k * stride_k) of x's row-major storage (tracing
+    emits this when a model writes through a view: x is a fresh, contiguous base)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    offset = int(storage_offset or 0)
+    item = flat.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        flat[offset:], tuple(size), tuple(int(s) * item for s in stride), writeable=False
+    )
+    return view.copy()
+
+
+@simple("aten.as_strided_scatter.default")
+def as_strided_scatter(
+    base: Any, src: Any, size: Any, stride: Any, storage_offset: Any = None
+) -> np.ndarray:
+    """A copy of `base` with `src` written into its as_strided(size, stride, offset) window."""
+    out = np.array(base, copy=True, order="C")
+    flat = out.reshape(-1)
+    offset = int(storage_offset or 0)
+    view = np.lib.stride_tricks.as_strided(
+        flat[offset:], tuple(size), tuple(int(s) * flat.itemsize for s in stride)
+    )
+    view[...] = np.asarray(src, dtype=out.dtype)
+    return out
