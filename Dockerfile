@@ -6,8 +6,11 @@ WORKDIR /opt/sam
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 # torch first: the largest layer changes least often. Pass --build-arg TORCH_SPEC to pin a CPU build.
+# Compile servers and wafer workers that run the model zoo (torchvision, timm, transformers):
+#   docker build --build-arg TORCH_SPEC="torch==2.14.1 torchvision==0.29.1" \
+#                --build-arg SAM_EXTRAS=postgres,zoo -t sam:zoo .
 ARG TORCH_SPEC=torch==2.13.0
-RUN pip install "${TORCH_SPEC}"
+RUN pip install ${TORCH_SPEC}
 COPY pyproject.toml README.md ./
 COPY sam_server ./sam_server
 COPY sam_worker ./sam_worker
@@ -15,7 +18,8 @@ COPY wse_sim ./wse_sim
 COPY compiler ./compiler
 COPY client ./client
 COPY migrations ./migrations
-RUN pip install '.[postgres]'
+ARG SAM_EXTRAS=postgres
+RUN pip install ".[${SAM_EXTRAS}]"
 RUN useradd --create-home sam && mkdir -p /data && chown sam /data
 USER sam
 EXPOSE 8000

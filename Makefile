@@ -5,16 +5,25 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo up test lint bench clean
+.PHONY: install zoo demo up test lint bench clean
 
+# torch==2.13.0 is the light CPU build; skipped once the zoo's pair is in (a downgrade breaks it).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0    # the CPU build; SAM needs no GPU
+	[ -f $(BIN)/.zoo ] || $(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 install: $(BIN)/.installed
+
+# The model zoo (torchvision, timm, transformers) with the torch that matches its torchvision:
+# `make test` and CI need it; `make demo` keeps the light CPU torch unless the zoo is in.
+$(BIN)/.zoo: $(BIN)/.installed
+	$(BIN)/pip install -q -e '.[dev,zoo]'
+	touch $@
+
+zoo: $(BIN)/.zoo
 
 demo: install
 	$(BIN)/sam demo
@@ -22,7 +31,7 @@ demo: install
 up: install
 	$(BIN)/sam up
 
-test: install lint
+test: zoo lint
 	$(BIN)/python -m pytest
 
 lint: install
@@ -30,7 +39,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy sam_server sam_worker wse_sim compiler client
 
-bench: install
+bench: zoo
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

@@ -182,6 +182,26 @@ CREATION_OPS = frozenset(
     }
 )
 
+# The vision zoo's kernels (batch norm in training mode, hard activations, adaptive pooling).
+VISION_KEPT_WHOLE = frozenset(
+    {
+        "aten._native_batch_norm_legit_functional.default",
+        "aten.native_batch_norm_backward.default",
+        "aten.hardswish.default",
+        "aten.hardswish_backward.default",
+        "aten.hardsigmoid.default",
+        "aten.hardsigmoid_backward.default",
+        "aten._adaptive_avg_pool2d.default",
+        "aten._adaptive_avg_pool2d_backward.default",
+        "aten.adaptive_max_pool2d.default",
+        "aten.adaptive_max_pool2d_backward.default",
+        # writes through views (timm's channels-last LayerNorm2d): functionalization's strided forms
+        "aten.as_strided.default",
+        "aten.as_strided_scatter.default",
+    }
+)
+KEPT_WHOLE = KEPT_WHOLE | VISION_KEPT_WHOLE
+
 SUPPORTED_OPS: frozenset[str] = (
     KEPT_WHOLE | ELEMENTWISE_OPS | REDUCTION_OPS | VIEW_OPS | CREATION_OPS
 )
@@ -203,6 +223,14 @@ _CLASSES = {
         "aten.max_pool2d_with_indices_backward.default",
         "aten.avg_pool2d.default",
         "aten.avg_pool2d_backward.default",
+        "aten._adaptive_avg_pool2d.default",
+        "aten._adaptive_avg_pool2d_backward.default",
+        "aten.adaptive_max_pool2d.default",
+        "aten.adaptive_max_pool2d_backward.default",
+    },
+    "batch_norm": {
+        "aten._native_batch_norm_legit_functional.default",
+        "aten.native_batch_norm_backward.default",
     },
     "loss": {
         "aten.nll_loss_forward.default",
@@ -224,8 +252,7 @@ SUGGESTIONS: dict[str, str] = {
     "aten.masked_select.default": "data-dependent output shape; use torch.where(mask, x, 0)",
     "aten.index.Tensor": "advanced indexing; use embedding (F.embedding) or one-hot @ matrix",
     "aten.index_put.default": "use torch.where with a mask instead of indexed assignment",
-    "aten.native_batch_norm.default": "batch norm (running statistics) has no wafer kernel; use nn.LayerNorm over [C, H, W] or drop it",
-    "aten.native_batch_norm_backward.default": "see native_batch_norm: use nn.LayerNorm instead",
+    "aten.native_batch_norm.default": "call batch norm through nn.BatchNorm*d / F.batch_norm (SAM traces those with running statistics)",
     "aten.native_group_norm.default": "group norm has no wafer kernel; use nn.LayerNorm",
     "aten.sym_size.int": "reads a data-dependent size; keep tensor shapes static",
     "aten.is_nonzero.default": "Python control flow on a tensor value (if/while on a tensor); use torch.where so the graph is static",

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from compiler.batchnorm import BatchNormMode
 from compiler.step_options import ClipConfig, LossScaleConfig, ScheduleConfig
 from compiler.training import OptimizerConfig, compute_loss, functional_update
 
@@ -136,7 +137,8 @@ def _gradients(model, layout: StepLayout, buffer_in, params, amp_in, batch):
             **dict(zip(layout.buffer_names, buffers, strict=False)),
         }
         args = batch if layout.loss_kind == "model" else batch[:1]
-        output = torch.func.functional_call(model, state_dict, args)
+        with BatchNormMode():  # running statistics update as declared mutations
+            output = torch.func.functional_call(model, state_dict, args)
         loss = compute_loss(layout.loss_kind, output, batch[1])
         scaled = loss * amp_in[0] if layout.amp else loss
         return scaled, (loss, buffers)

@@ -21,6 +21,13 @@ _FLOPS_PER_ELEMENT = {
     "aten.mse_loss_backward.default": 3,
     "aten.gelu.default": 8,
     "aten.gelu_backward.default": 12,
+    # the vision zoo's kernels
+    "aten._native_batch_norm_legit_functional.default": 7,
+    "aten.native_batch_norm_backward.default": 9,
+    "aten.hardswish.default": 5,
+    "aten.hardswish_backward.default": 5,
+    "aten.hardsigmoid.default": 4,
+    "aten.hardsigmoid_backward.default": 3,
 }
 
 

@@ -298,7 +298,10 @@ def python_executable() -> str:
 def _set_rlimits(limits: SandboxLimits) -> None:
     """preexec_fn, after the uid drop and before bwrap: limits inherited by the whole task."""
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 2))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    # RLIMIT_DATA (heap and private anonymous memory: what a model really allocates), not
+    # RLIMIT_AS: the CUDA build of torch that torchvision needs maps 3.6 GB of library address
+    # space at import, before any model code runs.
+    resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))

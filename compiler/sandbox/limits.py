@@ -12,8 +12,8 @@ from compiler.errors import CompileError
 class SandboxLimits:
     """Limits of one sandboxed task: rlimits set before bwrap starts, wall time by the parent.
 
-    memory_bytes is RLIMIT_AS: torch alone maps about 0.7 GB, so below ~1.5 GB it cannot even be
-    imported. processes is RLIMIT_NPROC of the task's own uid (threads count too).
+    memory_bytes is RLIMIT_DATA (heap and private anonymous memory), not RLIMIT_AS: the CUDA build
+    of torch maps 3.6 GB of address space just by importing. processes is RLIMIT_NPROC of the task's own uid (threads count too).
     """
 
     cpu_seconds: int = 120

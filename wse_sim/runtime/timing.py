@@ -50,6 +50,11 @@ REDUCING_TARGETS = frozenset(
         "aten.mse_loss.default",
     }
 )
+# Batch norm reduces per channel (sum and sum of squares forward; sum of dy and dy * x backward).
+CHANNEL_REDUCING_TARGETS = frozenset(
+    {"aten._native_batch_norm_legit_functional.default", "aten.native_batch_norm_backward.default"}
+)
+REDUCING_TARGETS = REDUCING_TARGETS | CHANNEL_REDUCING_TARGETS
 MAX_BROADCAST_ROUNDS = 32  # SUMMA steps are charged in at most this many broadcast rounds
 _WORDS_PER_ELEMENT = {
     "float32": 1.0,
@@ -321,6 +326,9 @@ def _reduced_count(node: Mapping[str, Any], facts: _GraphFacts) -> int:
     """How many partial results a reducing op combines across PEs: one per reduced row."""
     args = node.get("args", [])
     target = node["target"]
+    if target in CHANNEL_REDUCING_TARGETS:  # two partial sums per channel
+        shape = facts.shape[args[1 if target.endswith("backward.default") else 0]["ref"]]
+        return 2 * (shape[1] if shape and len(shape) > 1 else 1)
     if target in _ROW_OPS or target in _NORM_OPS:
         data_index, axis_index = _ROW_OPS.get(target) or _NORM_OPS[target]
         shape = facts.shape[args[data_index]["ref"]]

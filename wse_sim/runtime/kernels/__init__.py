@@ -7,7 +7,18 @@ convolution operands and products to float16 (bfloat16 is computed in float32).
 
 from __future__ import annotations
 
-from wse_sim.runtime.kernels import conv, elementwise, indexing, matmul, nn, pool, reductions, shape  # noqa: F401
+from wse_sim.runtime.kernels import (  # noqa: F401  (each module registers its kernels)
+    conv,
+    elementwise,
+    indexing,
+    matmul,
+    nn,
+    norm,
+    pool,
+    reductions,
+    shape,
+    vision,
+)
 from wse_sim.runtime.kernels.registry import (
     KERNELS,
     NodeContext,

@@ -82,17 +82,14 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, geo: _ConvGeometry) -> np.ndarr
     """x [N, C, H, W] * w [O, C/g, kh, kw] -> [N, O, OH, OW]."""
     cols = windows(geo.padded(x), geo.k, geo.s, geo.d, geo.out)
     g = geo.groups
-    cg, og = x.shape[1] // g, w.shape[0] // g
-    outs = [
-        np.einsum(
-            "ncpqij,ocij->nopq",
-            cols[:, i * cg : (i + 1) * cg],
-            w[i * og : (i + 1) * og],
-            optimize=True,
-        )
-        for i in range(g)
-    ]
-    return outs[0] if g == 1 else np.concatenate(outs, axis=1)
+    if g == 1:
+        return np.einsum("ncpqij,ocij->nopq", cols, w, optimize=True)
+    # All groups in one contraction (depthwise layers have hundreds): [N, g, C/g, ...] x [g, O/g, ...]
+    n, c, oh, ow, kh, kw = cols.shape
+    grouped = cols.reshape(n, g, c // g, oh, ow, kh, kw)
+    wg = w.reshape(g, w.shape[0] // g, *w.shape[1:])
+    out = np.einsum("ngcpqij,gocij->ngopq", grouped, wg, optimize=True)
+    return out.reshape(n, w.shape[0], oh, ow)
 
 
 def conv2d_backward(
@@ -102,37 +99,24 @@ def conv2d_backward(
     xp = geo.padded(x)
     cols = windows(xp, geo.k, geo.s, geo.d, geo.out)
     g = geo.groups
-    cg, og = x.shape[1] // g, w.shape[0] // g
-    grad_w = np.concatenate(
-        [
-            np.einsum(
-                "nopq,ncpqij->ocij",
-                grad[:, i * og : (i + 1) * og],
-                cols[:, i * cg : (i + 1) * cg],
-                optimize=True,
-            )
-            for i in range(g)
-        ],
-        axis=0,
+    n, c, oh, ow, kh, kw = cols.shape
+    grouped = cols.reshape(n, g, c // g, oh, ow, kh, kw)
+    grad_g = grad.reshape(n, g, w.shape[0] // g, oh, ow)
+    wg = w.reshape(g, w.shape[0] // g, *w.shape[1:])
+    grad_w = np.einsum("ngopq,ngcpqij->gocij", grad_g, grouped, optimize=True).reshape(w.shape)
+    taps = np.einsum("ngopq,gocij->ngcijpq", grad_g, wg, optimize=True).reshape(
+        n, c, kh, kw, oh, ow
     )
     grad_xp = np.zeros(xp.shape, dtype=grad.dtype)
-    (oh, ow), (sh, sw), (dh, dw) = geo.out, geo.s, geo.d
-    for i in range(g):
-        taps = np.einsum(
-            "nopq,ocij->ncijpq",
-            grad[:, i * og : (i + 1) * og],
-            w[i * og : (i + 1) * og],
-            optimize=True,
-        )
-        target = grad_xp[:, i * cg : (i + 1) * cg]
-        for a in range(geo.k[0]):
-            for b in range(geo.k[1]):
-                target[
-                    :,
-                    :,
-                    a * dh : a * dh + sh * (oh - 1) + 1 : sh,
-                    b * dw : b * dw + sw * (ow - 1) + 1 : sw,
-                ] += taps[:, :, a, b]
+    (sh, sw), (dh, dw) = geo.s, geo.d
+    for a in range(kh):
+        for b in range(kw):
+            grad_xp[
+                :,
+                :,
+                a * dh : a * dh + sh * (oh - 1) + 1 : sh,
+                b * dw : b * dw + sw * (ow - 1) + 1 : sw,
+            ] += taps[:, :, a, b]
     (ph, pw) = geo.p
     grad_x = grad_xp[:, :, ph : xp.shape[2] - ph, pw : xp.shape[3] - pw]
     return grad_x, grad_w
@@ -153,11 +137,9 @@ def convolution(ctx: NodeContext) -> Any:
         output_padding: Any,
         groups: int,
     ) -> np.ndarray:
-        if transposed:
-            raise NotImplementedError(
-                "transposed convolution is not in the runtime's kernel library"
-            )
         x, w = np.asarray(x), np.asarray(w)
+        if transposed:
+            return _transposed(x, w, bias, stride, padding, dilation, output_padding, groups)
         geo = _ConvGeometry(x, w, stride, padding, dilation, groups)
         x2, one_d = _as_2d(x)
         w2, _ = _as_2d(w)
@@ -189,10 +171,51 @@ def convolution_backward(
 ) -> tuple[Any, Any, Any]:
     """(grad_input, grad_weight, grad_bias) of `convolution` (None where output_mask is false)."""
     grad, x, w = np.asarray(grad), np.asarray(x), np.asarray(w)
-    geo = _ConvGeometry(x, w, stride, padding, dilation, groups)
     g2, one_d = _as_2d(grad)
-    grad_x, grad_w = conv2d_backward(g2, _as_2d(x)[0], _as_2d(w)[0], geo)
+    if transposed:
+        from wse_sim.runtime.kernels.vision import conv_transpose2d_backward
+
+        s2, p2, d2 = _lift(stride, one_d, 1), _lift(padding, one_d, 0), _lift(dilation, one_d, 1)
+        grad_x, grad_w = conv_transpose2d_backward(
+            g2, _as_2d(x)[0], _as_2d(w)[0], s2, p2, d2, groups
+        )
+    else:
+        geo = _ConvGeometry(x, w, stride, padding, dilation, groups)
+        grad_x, grad_w = conv2d_backward(g2, _as_2d(x)[0], _as_2d(w)[0], geo)
     if one_d:
         grad_x, grad_w = grad_x[:, :, 0, :], grad_w[:, :, 0, :]
     grad_b = grad.sum(axis=tuple(i for i in range(grad.ndim) if i != 1)) if output_mask[2] else None
     return (grad_x if output_mask[0] else None), (grad_w if output_mask[1] else None), grad_b
+
+
+def _lift(v: Any, one_d: bool, unit: int) -> tuple[int, int]:
+    """A 1-D convolution's stride/padding/dilation as the 2-D pair with a unit height."""
+    return (unit, pair(v)[0]) if one_d else pair(v)
+
+
+def _transposed(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    output_padding: Any,
+    groups: int,
+) -> np.ndarray:
+    """A transposed convolution (1-D runs as 2-D with a unit height), plus its bias."""
+    from wse_sim.runtime.kernels.vision import conv_transpose2d
+
+    x2, one_d = _as_2d(x)
+    out = conv_transpose2d(
+        x2,
+        _as_2d(w)[0],
+        _lift(stride, one_d, 1),
+        _lift(padding, one_d, 0),
+        _lift(dilation, one_d, 1),
+        _lift(output_padding, one_d, 0),
+        groups,
+    )
+    if bias is not None:
+        out = out + np.asarray(bias)[None, :, None, None]
+    return out[:, :, 0, :] if one_d else out

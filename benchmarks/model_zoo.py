@@ -1,0 +1,80 @@
+"""Benchmark: the whole model zoo (every `examples/zoo/<name>/`), compiled with the real compiler,
+trained on the wse_sim runtime and compared with PyTorch eager on the same batches.
+
+Run: `.venv/bin/python benchmarks/model_zoo.py [name ...]` (default: every zoo folder). Per model:
+the verdict (train_match: every step's loss within rtol 1e-3 of eager, and BatchNorm running
+statistics too; unsupported: the op or kernel that blocks it at compile; mismatch / error), cold
+compile seconds, simulator and eager wall seconds per step (single-threaded). The last line is one
+JSON object: {"models", "train_match", "unsupported", "per_model"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared harness in tests/zoo
+
+from tests.zoo.harness import ZooResult, run_zoo_model, zoo_names  # noqa: E402
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _row(r: ZooResult) -> str:
+    if r.verdict == "unsupported":
+        return f"{r.name:<22} unsupported  {r.blocking_op}"
+    if r.verdict == "error":
+        return f"{r.name:<22} error        {r.message[:120]}"
+    return (
+        f"{r.name:<22} {r.verdict:<12} max rel err {r.max_rel_error:.1e}  compile "
+        f"{r.compile_s:.1f} s  sim {r.sim_step_s:.2f} s/step  torch {r.torch_step_s:.2f} s/step"
+    )
+
+
+def main() -> None:
+    """Run the zoo, print one line per model, then the JSON summary."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", help="zoo folders to run (default: all)")
+    names = parser.parse_args().names or zoo_names()
+    torch.set_num_threads(1)
+    results = []
+    with tempfile.TemporaryDirectory() as cache:
+        for name in names:
+            result = run_zoo_model(name, Path(cache))
+            results.append(result)
+            print(_row(result), flush=True)
+    summary = {
+        "models": len(results),
+        "train_match": sum(r.verdict == "train_match" for r in results),
+        "unsupported": {r.name: r.blocking_op for r in results if r.verdict == "unsupported"},
+        "not_matching": {
+            r.name: f"{r.verdict}: max rel err {r.max_rel_error:.1e} "
+            f"(torch fp32 vs fp64 {r.reference_fp64_rel_error:.1e})"
+            if r.verdict == "mismatch"
+            else r.message[:200]
+            for r in results
+            if r.verdict in ("mismatch", "error")
+        },
+        "per_model": {
+            r.name: {
+                "compile_s": _round(r.compile_s, 2),
+                "sim_step_s": _round(r.sim_step_s),
+                "torch_step_s": _round(r.torch_step_s),
+                "max_rel_error": r.max_rel_error,
+                "torch_fp32_vs_fp64": r.reference_fp64_rel_error,
+            }
+            for r in results
+        },
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

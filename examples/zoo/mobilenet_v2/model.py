@@ -1,0 +1,13 @@
+"""torchvision's MobileNetV2 (depthwise convolutions, ReLU6), built by torchvision's own constructor with random weights."""
+
+from torch import nn
+from torchvision.models import mobilenet_v2
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.net = mobilenet_v2(weights=None, num_classes=num_classes, dropout=0.0)
+
+    def forward(self, x):
+        return self.net(x)

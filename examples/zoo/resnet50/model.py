@@ -1,0 +1,13 @@
+"""torchvision's ResNet-50 (bottleneck blocks), built by torchvision's own constructor with random weights."""
+
+from torch import nn
+from torchvision.models import resnet50
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.net = resnet50(weights=None, num_classes=num_classes)
+
+    def forward(self, x):
+        return self.net(x)

@@ -1,0 +1,211 @@
+"""The model-zoo harness: compile each `examples/zoo/<name>/` job with the real compiler, run its
+steps on the wse_sim runtime and compare the losses with PyTorch eager on the same batches.
+
+Shared by `tests/zoo/test_zoo.py` and `benchmarks/model_zoo.py`. A zoo folder is a user-level
+input: `job.yaml` (a normal SAM job spec) and `model.py` (plus any other files it imports). The
+verdict of one model is `train_match` (every step's loss within RTOL of eager), `unsupported`
+(the compile failed with unsupported_op / compile_oom naming the op or kernel), `mismatch` or
+`error`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+import wse_sim.runtime as rt
+from compiler import compile_job
+from compiler.artifact import load_artifact
+from compiler.data import normalize_batch, synthetic_batch
+from compiler.errors import CompileError, CompileOOM, UnsupportedOperator
+from compiler.model_source import build_model, load_batch_function
+from compiler.training import OptimizerConfig, compute_loss
+from sam_server.schemas.job_spec import JobSpec
+from wse_sim import Wafer
+
+ROOT = Path(__file__).resolve().parents[2]
+ZOO_DIR = ROOT / "examples" / "zoo"
+EXPECTED_FILE = Path(__file__).with_name("expected.yaml")
+RTOL = 1e-3
+MIN_STEPS = 5
+
+
+@dataclass
+class ZooJob:
+    """One zoo folder: its name, validated spec (the worker's form) and uploaded files."""
+
+    name: str
+    spec: dict[str, Any]
+    files: dict[str, str]
+
+    @property
+    def steps(self) -> int:
+        """Steps to compare: the spec's steps (at least MIN_STEPS)."""
+        run = self.spec.get("run_options") or {}
+        return max(
+            MIN_STEPS, int(run.get("steps_per_epoch") or 0) * int(run.get("num_epochs") or 1)
+        )
+
+    @property
+    def region(self) -> tuple[int, int]:
+        """The (rows, cols) region the spec asks for."""
+        region = self.spec["resources"]["region"]
+        return int(region["rows"]), int(region["cols"])
+
+
+@dataclass
+class ZooResult:
+    """The verdict and figures of one model (see the module docstring)."""
+
+    name: str
+    verdict: str
+    blocking_op: str | None = None
+    message: str = ""
+    sim_losses: list[float] = field(default_factory=list)
+    torch_losses: list[float] = field(default_factory=list)
+    max_rel_error: float | None = None
+    buffer_rel_error: float | None = None
+    # PyTorch fp32 against PyTorch fp64 on the same steps: above RTOL the model's training is
+    # too ill-conditioned (BatchNorm over few values, large logits) for any fp32 comparison.
+    reference_fp64_rel_error: float | None = None
+    compile_s: float | None = None
+    sim_step_s: float | None = None
+    torch_step_s: float | None = None
+
+
+def zoo_names() -> list[str]:
+    """Every folder of examples/zoo with a job.yaml (vision and text models alike)."""
+    return sorted(p.parent.name for p in ZOO_DIR.glob("*/job.yaml"))
+
+
+def load_zoo_job(name: str) -> ZooJob:
+    """Read and validate examples/zoo/<name>/job.yaml; the folder's .py files are its uploads."""
+    folder = ZOO_DIR / name
+    raw = yaml.safe_load((folder / "job.yaml").read_text())
+    spec = JobSpec.model_validate(raw).model_dump(mode="json", by_alias=True)
+    files = {p.name: p.read_text() for p in sorted(folder.glob("*.py"))}
+    return ZooJob(name=name, spec=spec, files=files)
+
+
+def expected_training() -> dict[str, str]:
+    """tests/zoo/expected.yaml: model -> "train" (must match eager) or the op that blocks it."""
+    return dict(yaml.safe_load(EXPECTED_FILE.read_text()) or {})
+
+
+def batches(job: ZooJob, steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (inputs, targets) of steps 0..steps-1: synthetic, or the job's own make_batch."""
+    if job.spec["data"].get("source", "synthetic") == "synthetic":
+        return [synthetic_batch(job.spec, k) for k in range(steps)]
+    make_batch = load_batch_function(job.spec, job.files)
+    size = int(job.spec["data"]["batch_size"])
+    return [normalize_batch(make_batch(k, size)) for k in range(steps)]
+
+
+def blocking_op(exc: CompileError) -> str:
+    """The op or kernel an unsupported_op / compile_oom error names."""
+    if isinstance(exc, UnsupportedOperator):
+        ops = [item["op"] for item in exc.details.get("ops", [])]
+        return ", ".join(dict.fromkeys(ops)) or "unknown op"
+    details = exc.details
+    kernel = details.get("kernel") or details.get("worst_kernel") or details.get("op")
+    return f"compile_oom: {kernel}" if kernel else "compile_oom"
+
+
+def compile_zoo_job(job: ZooJob, cache_dir: Path) -> tuple[Any, float]:
+    """(loaded artifact, compile seconds) with the real compiler (sandboxed trace)."""
+    start = time.perf_counter()
+    result = compile_job(job.spec, job.files, region=job.region, cache_dir=cache_dir)
+    return load_artifact(result.artifact_dir), time.perf_counter() - start
+
+
+def sim_losses(artifact: Any, job: ZooJob, data: list) -> tuple[list[float], dict, float]:
+    """(per-step losses, final state by name, wall seconds per step) on a wse_sim wafer."""
+    rows, cols = job.region
+    loaded = rt.load(artifact, Wafer("wse2", rows=rows, cols=cols), (0, 0, rows, cols), job.name)
+    start = time.perf_counter()
+    losses = [float(loaded.step(x, y).loss) for x, y in data]
+    seconds = (time.perf_counter() - start) / len(data)
+    return losses, loaded.state_dict(), seconds
+
+
+def torch_losses(
+    job: ZooJob, data: list, dtype: torch.dtype = torch.float32
+) -> tuple[list[float], dict, float]:
+    """(per-step losses, final state_dict, seconds per step) of plain PyTorch eager on the CPU,
+    from the same `torch.manual_seed(seed); Net(**kwargs)` the compiler builds."""
+    model = build_model(job.spec, job.files).to(dtype)
+    train = job.spec["train"]
+    optimizer = OptimizerConfig.from_spec(train["optimizer"]).torch_optimizer(model.parameters())
+    kind = train.get("loss", "cross_entropy")
+    losses = []
+    start = time.perf_counter()
+    for x, y in data:
+        inputs, targets = torch.from_numpy(x), torch.from_numpy(y)
+        inputs = inputs.to(dtype) if inputs.is_floating_point() else inputs
+        optimizer.zero_grad()
+        output = model(inputs, targets) if kind == "model" else model(inputs)
+        loss = compute_loss(kind, output, targets)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.item()))
+    seconds = (time.perf_counter() - start) / len(data)
+    state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    return losses, state, seconds
+
+
+def rel_error(ours: Any, ref: Any) -> float:
+    """Largest |ours - ref| / max(|ref|, 1e-3) over the elements (0 for empty)."""
+    a, b = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-3))) if a.size else 0.0
+
+
+def buffer_error(sim_state: dict[str, Any], torch_state: dict[str, Any]) -> float:
+    """The worst relative error over the floating buffers both sides keep (BatchNorm running
+    statistics): they must follow torch's update, not just the losses."""
+    worst = 0.0
+    for name, value in sim_state.items():
+        ref = torch_state.get(name)
+        if ref is None or not np.issubdtype(np.asarray(ref).dtype, np.floating):
+            continue
+        if name.endswith(("running_mean", "running_var")):
+            scale = max(float(np.max(np.abs(ref))), 1e-3)
+            worst = max(worst, float(np.max(np.abs(np.asarray(value) - ref))) / scale)
+    return worst
+
+
+def run_zoo_model(name: str, cache_dir: Path) -> ZooResult:
+    """Compile, simulate and compare one zoo model; never raises for a model's own failure."""
+    job = load_zoo_job(name)
+    try:
+        artifact, compile_s = compile_zoo_job(job, cache_dir)
+    except (UnsupportedOperator, CompileOOM) as exc:
+        return ZooResult(name, "unsupported", blocking_op(exc), exc.message)
+    except CompileError as exc:
+        return ZooResult(name, "error", None, f"{exc.kind}: {exc.message}")
+    data = batches(job, job.steps)
+    ours, sim_state, sim_s = sim_losses(artifact, job, data)
+    ref, torch_state, torch_s = torch_losses(job, data)
+    err = rel_error(ours, ref)
+    buffers = buffer_error(sim_state, torch_state)
+    conditioning = rel_error(ref, torch_losses(job, data, torch.float64)[0])
+    ok = err < RTOL and buffers < RTOL and all(np.isfinite(ours))
+    return ZooResult(
+        name,
+        "train_match" if ok else "mismatch",
+        sim_losses=ours,
+        torch_losses=ref,
+        max_rel_error=err,
+        buffer_rel_error=buffers,
+        reference_fp64_rel_error=conditioning,
+        compile_s=compile_s,
+        sim_step_s=sim_s,
+        torch_step_s=torch_s,
+    )
