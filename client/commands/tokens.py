@@ -49,14 +49,14 @@ def list_tokens(
         echo_data(rows, output)
         return
     headers = [c.upper() for c in COLUMNS]
-    click.echo(render_table(headers, [[_cell(r.get(c)) for c in COLUMNS] for r in rows]))
+    click.echo(render_table(headers, [[_cell(c, r.get(c)) for c in COLUMNS] for r in rows]))
 
 
-def _cell(value: Any) -> Any:
-    """Timestamps to the second; None as '-'."""
+def _cell(column: str, value: Any) -> Any:
+    """Timestamps (the `*_at` columns) to the second; None as '-'."""
     if value is None:
         return "-"
-    if isinstance(value, str) and "T" in value:
+    if column.endswith("_at") and isinstance(value, str):
         return value[:19].replace("T", " ")
     return value
 

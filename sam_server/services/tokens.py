@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import ApiToken, Tenant, User
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import Conflict, NotFound
-from sam_server.services.auth import Principal, issue_token
+from sam_server.services.auth import Principal, hash_token, issue_token
 
 
 def token_view(token: ApiToken) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def list_tokens(
 
 def managed_token(session: Session, *, principal: Principal, token_id: int) -> ApiToken:
     """Token `token_id` if the caller may manage it, else 404 (never 403: ids must not leak)."""
-    token = session.get(ApiToken, token_id)
+    # Locked: two rotations of one token at once must not both issue a replacement.
+    token = session.get(ApiToken, token_id, with_for_update={"of": ApiToken})
     if token is None or not _may_manage(principal, token):
         raise NotFound(f"no token {token_id}; `sam admin token list` shows yours")
     return token
@@ -87,14 +88,9 @@ def rotate(session: Session, *, principal: Principal, token_id: int) -> tuple[Ap
     token.revoked_at = utcnow()
     secret = issue_token(session, user=token.user)
     session.flush()
-    new = (
-        session.execute(
-            select(ApiToken).where(ApiToken.user_id == token.user_id).order_by(ApiToken.id.desc())
-        )
-        .scalars()
-        .first()
-    )
-    assert new is not None
+    new = session.execute(
+        select(ApiToken).where(ApiToken.token_hash == hash_token(secret))
+    ).scalar_one()
     return new, secret
 
 

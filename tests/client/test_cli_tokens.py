@@ -65,3 +65,11 @@ def test_a_tenant_admin_revokes_its_users_tokens_but_not_other_tenants(live_serv
     assert done.exit_code == 0 and "revoked token" in done.stderr
     assert sam(url, ann, "whoami").exit_code == 1
     assert sam(url, gina, "whoami").exit_code == 0
+
+
+def test_only_timestamp_columns_are_shortened() -> None:
+    from client.commands.tokens import _cell
+
+    assert _cell("prefix", "sam_T9xT") == "sam_T9xT"  # a prefix may hold a T
+    assert _cell("created_at", "2026-12-01T02:11:09.123456Z") == "2026-12-01 02:11:09"
+    assert _cell("revoked_at", None) == "-"
