@@ -9,6 +9,8 @@ called in the sandbox child, or in-process for built-in models.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,7 +153,7 @@ def trace_training_step(
 def _trace(step_fn, flat: list[torch.Tensor], user_files: tuple[str, ...]) -> torch.fx.GraphModule:
     functional = torch.func.functionalize(step_fn, remove="mutations")
     try:
-        with sdpa_kernel([SDPBackend.MATH]):
+        with sdpa_kernel([SDPBackend.MATH]), _static_graph_tracing():
             return make_fx(
                 functional,
                 decomposition_table=ops.decomposition_table(),
@@ -165,6 +167,23 @@ def _trace(step_fn, flat: list[torch.Tensor], user_files: tuple[str, ...]) -> to
         # run the step eagerly once under an op recorder so the error lists every such op.
         scan_unsupported_eagerly(step_fn, flat, user_files, cause=exc)
         raise user_code_error("tracing the training step", exc) from exc
+
+
+@contextmanager
+def _static_graph_tracing() -> Iterator[None]:
+    """Tell model libraries a static graph is being traced, as torch.export's non-strict mode does.
+
+    Libraries such as transformers skip data-dependent shortcuts (`if mask.all(): ...`) when
+    `torch.compiler.is_compiling()` is true; under make_fx those shortcuts would stop tracing.
+    """
+    import torch.compiler as tc
+
+    saved = tc._is_compiling_flag, tc._is_exporting_flag
+    tc._is_compiling_flag = tc._is_exporting_flag = True
+    try:
+        yield
+    finally:
+        tc._is_compiling_flag, tc._is_exporting_flag = saved
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:

@@ -7,7 +7,17 @@ convolution operands and products to float16 (bfloat16 is computed in float32).
 
 from __future__ import annotations
 
-from wse_sim.runtime.kernels import conv, elementwise, indexing, matmul, nn, pool, reductions, shape  # noqa: F401
+from wse_sim.runtime.kernels import (  # noqa: F401
+    conv,
+    elementwise,
+    indexing,
+    matmul,
+    nn,
+    pool,
+    reductions,
+    shape,
+    text,  # the transformer zoo's kernels
+)
 from wse_sim.runtime.kernels.registry import (
     KERNELS,
     NodeContext,
