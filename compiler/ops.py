@@ -298,6 +298,8 @@ TRANSFORMER_OPS = frozenset(
         "aten.cumsum.default",
         "aten.lift_fresh_copy.default",
         "aten.index.Tensor",
+        "aten.index_put.default",
+        "aten._unsafe_index_put.default",
         "aten.slice_scatter.default",
         "aten.select_scatter.default",
         "aten.gather.default",
@@ -328,3 +330,4 @@ TRANSFORMER_OPS = frozenset(
 SUPPORTED_OPS = SUPPORTED_OPS | TRANSFORMER_OPS
 SUGGESTIONS.pop("aten.cumsum.default", None)
 SUGGESTIONS.pop("aten.index.Tensor", None)
+SUGGESTIONS.pop("aten.index_put.default", None)
