@@ -15,6 +15,7 @@ WIDTH = 4096
 
 MODEL = f"""
 import torch
+from torch import nn
 
 
 class Net(nn.Module):
@@ -45,7 +46,8 @@ def _spec(measure: str) -> dict:
         model_file="model.py",
         kwargs={"measure": measure},
         loss="model",
-        optimizer={"name": "sgd", "lr": 0.0},  # lr 0: every step measures fresh masks on ones
+        # lr 1e-9 leaves w == 1 in float32: every step measures a fresh mask on ones
+        optimizer={"name": "sgd", "lr": 1e-9},
         data={"task": "regression", "input_shape": [2], "num_classes": 1},
     )
 
