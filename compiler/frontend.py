@@ -178,7 +178,7 @@ def _static_graph_tracing() -> Iterator[None]:
     """
     import torch.compiler as tc
 
-    saved = tc._is_compiling_flag, tc._is_exporting_flag
+    saved = getattr(tc, "_is_compiling_flag", False), getattr(tc, "_is_exporting_flag", False)
     tc._is_compiling_flag = tc._is_exporting_flag = True
     try:
         yield
