@@ -1,4 +1,8 @@
-"""timm's deit_tiny_patch16_224 at 32 x 32 pixels with 8 x 8 patches, random init."""
+"""timm's deit_tiny_distilled_patch16_224 at 32 x 32 pixels with 8 x 8 patches, random init.
+
+DeiT with its distillation token: a second token and head beside the class token; in training
+mode (without distilled_training) the model averages the two heads' logits.
+"""
 
 import timm
 import torch
@@ -9,7 +13,7 @@ class Net(nn.Module):
     def __init__(self, num_classes: int = 10, depth: int = 2):
         super().__init__()
         self.model = timm.create_model(
-            "deit_tiny_patch16_224",
+            "deit_tiny_distilled_patch16_224",
             pretrained=False,
             img_size=32,
             patch_size=8,

@@ -21,6 +21,8 @@ class Net(nn.Module):
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
+            bos_token_id=0,  # GPT-2's own 50256 lies outside this tiny vocabulary
+            eos_token_id=0,
             use_cache=False,
         )
         self.model = GPT2LMHeadModel(config)
