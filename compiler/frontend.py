@@ -10,6 +10,8 @@ callers (tests, benchmarks).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +82,7 @@ def trace_training_step(
 def _trace(step_fn, flat: list[torch.Tensor], user_files: tuple[str, ...]) -> torch.fx.GraphModule:
     functional = torch.func.functionalize(step_fn, remove="mutations")
     try:
-        with sdpa_kernel([SDPBackend.MATH]):
+        with sdpa_kernel([SDPBackend.MATH]), _static_graph_tracing():
             return make_fx(
                 functional,
                 decomposition_table=ops.decomposition_table(),
@@ -102,6 +104,23 @@ def micro_batch(batch: tuple[np.ndarray, np.ndarray], count: int) -> tuple[np.nd
         return batch
     size = batch[0].shape[0] // count
     return batch[0][:size], batch[1][:size]
+
+
+@contextmanager
+def _static_graph_tracing() -> Iterator[None]:
+    """Tell model libraries a static graph is being traced, as torch.export's non-strict mode does.
+
+    Libraries such as transformers skip data-dependent shortcuts (`if mask.all(): ...`) when
+    `torch.compiler.is_compiling()` is true; under make_fx those shortcuts would stop tracing.
+    """
+    import torch.compiler as tc
+
+    saved = getattr(tc, "_is_compiling_flag", False), getattr(tc, "_is_exporting_flag", False)
+    tc._is_compiling_flag = tc._is_exporting_flag = True
+    try:
+        yield
+    finally:
+        tc._is_compiling_flag, tc._is_exporting_flag = saved
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:

@@ -314,3 +314,47 @@ def decomposable_op_names() -> frozenset[str]:
 
 
 _DECOMPOSABLE: frozenset[str] | None = None
+
+
+# Ops the transformer zoo (transformers and timm models) needs beyond the set above: mask
+# construction (cumsum over positions, advanced indexing of mask grids), the backward forms of
+# slicing (rotary embeddings' halves, qkv splits) and gathers. Each has a wafer kernel in
+# wse_sim/runtime/kernels (text.py, indexing.py).
+TRANSFORMER_OPS = frozenset(
+    {
+        "aten.cumsum.default",
+        "aten.lift_fresh_copy.default",
+        "aten.index.Tensor",
+        "aten.index_put.default",
+        "aten._unsafe_index_put.default",
+        "aten.slice_scatter.default",
+        "aten.select_scatter.default",
+        "aten.gather.default",
+        "aten.scatter.value",
+        "aten.scatter.src",
+        "aten.scatter_add.default",
+        "aten.index_select.default",
+        "aten.baddbmm.default",
+        "aten.masked_fill.Tensor",
+        "aten.repeat.default",
+        "aten.flip.default",
+        "aten.div.Tensor_mode",
+        "aten.remainder.Scalar",
+        "aten.remainder.Tensor",
+        "aten.prod.default",
+        "aten.all.default",
+        "aten.all.dim",
+        "aten.any.default",
+        "aten.any.dims",
+        "aten.logical_xor.default",
+        "aten.bitwise_xor.Tensor",
+        "aten.square.default",
+        "aten.trunc.default",
+        "aten.log2.default",
+        "aten.exp2.default",
+    }
+)
+SUPPORTED_OPS = SUPPORTED_OPS | TRANSFORMER_OPS
+SUGGESTIONS.pop("aten.cumsum.default", None)
+SUGGESTIONS.pop("aten.index.Tensor", None)
+SUGGESTIONS.pop("aten.index_put.default", None)

@@ -55,6 +55,9 @@ CHANNEL_REDUCING_TARGETS = frozenset(
     {"aten._native_batch_norm_legit_functional.default", "aten.native_batch_norm_backward.default"}
 )
 REDUCING_TARGETS = REDUCING_TARGETS | CHANNEL_REDUCING_TARGETS
+# A prefix sum (the transformer zoo's position and mask construction) scans each PE's tile and
+# passes the running carry east along the row: charged like a row reduction of its rows.
+REDUCING_TARGETS = REDUCING_TARGETS | {"aten.cumsum.default"}
 MAX_BROADCAST_ROUNDS = 32  # SUMMA steps are charged in at most this many broadcast rounds
 _WORDS_PER_ELEMENT = {
     "float32": 1.0,
@@ -316,6 +319,7 @@ _ROW_OPS = {  # reductions along one axis (the IR arg index of the input and of 
     "aten._softmax_backward_data.default": (1, 2),
     "aten._log_softmax_backward_data.default": (1, 2),
 }
+_ROW_OPS["aten.cumsum.default"] = (0, 1)  # one carry per scanned row
 _NORM_OPS = {
     "aten.native_layer_norm.default": (0, 1),
     "aten.native_layer_norm_backward.default": (1, 2),

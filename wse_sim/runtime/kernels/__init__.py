@@ -17,6 +17,7 @@ from wse_sim.runtime.kernels import (  # noqa: F401  (each module registers its 
     pool,
     reductions,
     shape,
+    text,  # the transformer zoo's kernels
     vision,
 )
 from wse_sim.runtime.kernels.registry import (
