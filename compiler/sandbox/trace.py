@@ -9,12 +9,15 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ModelError
+from compiler.ir import INPUT_ROLES
 from compiler.sandbox.limits import SandboxLimits
 from compiler.sandbox.runner import MAX_GRAPH_BYTES, check_npz, read_bounded, run_task
 
 _NUMPY_OF_IR = {"float32": "float32", "float16": "float16", "int64": "int64", "int32": "int32"}
 _NUMPY_OF_IR.update(bool="bool")
-_TENSOR_ROLES = ("param", "buffer", "opt_state", "step", "constant")
+# every input the trace gives an initial value for: all but the batch (grad_acc/micro come with
+# micro-batching, see compiler.ir)
+_TENSOR_ROLES = tuple(r for r in INPUT_ROLES if r not in ("input", "target"))
 
 
 def run_trace(
