@@ -3,6 +3,7 @@ as rows, older ones packed into compressed chunks) and read back server-side (`l
 
 from __future__ import annotations
 
+import math
 import sys
 import zlib
 from array import array
@@ -14,11 +15,13 @@ from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobLog, JobMetric, JobMetricChunk
 from sam_server.db.types import as_utc
+from sam_server.services.observe import epoch_summaries
 
 # Column layout of a packed chunk: (name, array typecode). Columns, not rows: each column is
 # smooth (steps count up, cycles repeat), so zlib shrinks them far better.
 _COLUMNS: tuple[tuple[str, str], ...] = (("step", "i"), ("loss", "d"), ("nonfinite", "b"))
 _COLUMNS += (("sim_cycles", "q"), ("samples_per_sec", "d"), ("attempt", "h"))
+_COLUMNS += (("accuracy", "d"),)  # NaN: none (the loss is not a classification)
 _NONFINITE = {None: 0, "nan": 1, "inf": 2, "-inf": 3}
 _NONFINITE_NAMES = {code: name for name, code in _NONFINITE.items()}
 
@@ -59,6 +62,8 @@ def _field(step: dict[str, Any], name: str) -> Any:
         return _NONFINITE[step.get("loss_nonfinite")]
     if name == "loss":
         return step["loss"] if step["loss"] is not None else 0.0
+    if name == "accuracy":
+        return step["accuracy"] if step.get("accuracy") is not None else math.nan
     return step.get(name) or 0
 
 
@@ -79,6 +84,8 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
         view: dict[str, Any] = {"step": columns["step"][i], "loss": columns["loss"][i]}
         view.update(sim_cycles=columns["sim_cycles"][i])
         view.update(samples_per_sec=columns["samples_per_sec"][i], attempt=columns["attempt"][i])
+        accuracy = columns["accuracy"][i]
+        view["accuracy"] = None if math.isnan(accuracy) else accuracy
         kind = _NONFINITE_NAMES[columns["nonfinite"][i]]
         if kind:
             view["loss"], view["loss_nonfinite"] = None, kind
@@ -88,7 +95,7 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
 
 def _row_view(m: JobMetric) -> dict[str, Any]:
     view: dict[str, Any] = {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles}
-    view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt)
+    view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt, accuracy=m.accuracy)
     if m.loss_nonfinite:
         view["loss_nonfinite"] = m.loss_nonfinite
     return view
@@ -166,9 +173,12 @@ def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str,
     steps = older + steps
     if last is not None:
         steps = steps[-last:] if steps else steps
+    per_epoch = int((job.spec.get("run_options") or {}).get("steps_per_epoch") or 0)
     return {
         "job_id": job.id,
         "steps": steps,
+        # over the steps returned: with `last`, only the epochs those steps belong to
+        "epochs": epoch_summaries(steps, per_epoch),
         "total_steps": job.total_steps,
         "total_sim_cycles": _total_cycles(session, job.id),
         "final_loss": steps[-1]["loss"] if steps else None,

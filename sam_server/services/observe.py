@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import CompileServer, Job, JobLog, JobMetric, Wafer
+from sam_server.db.models import CompileServer, Job, JobLog, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.schemas.jobs import job_view
 from sam_server.services.auth import Principal
@@ -30,38 +30,6 @@ def format_log(line: JobLog) -> str:
     at = as_utc(line.at)
     stamp = at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if at else ""
     return f"{stamp} {line.level:<5} {line.line}"
-
-
-def metrics(session: Session, *, job: Job) -> dict[str, Any]:
-    """`{steps: [{step, loss, sim_cycles, samples_per_sec}], ...}`, step 0 first."""
-    rows = session.execute(
-        select(JobMetric).where(JobMetric.job_id == job.id).order_by(JobMetric.step)
-    ).scalars()
-    steps = [metric_view(m) for m in rows]
-    total_cycles = sum(s["sim_cycles"] for s in steps)
-    per_epoch = int((job.spec.get("run_options") or {}).get("steps_per_epoch") or 0)
-    return {
-        "job_id": job.id,
-        "steps": steps,
-        "epochs": epoch_summaries(steps, per_epoch),
-        "total_steps": job.total_steps,
-        "total_sim_cycles": total_cycles,
-        "final_loss": steps[-1]["loss"] if steps else None,
-    }
-
-
-def metric_view(m: JobMetric) -> dict[str, Any]:
-    """One step's metrics; a non-finite loss is null with `loss_nonfinite` naming it."""
-    view: dict[str, Any] = {
-        "step": m.step,
-        "loss": m.loss,
-        "sim_cycles": m.sim_cycles,
-        "samples_per_sec": m.samples_per_sec,
-        "accuracy": m.accuracy,
-    }
-    if m.loss_nonfinite:
-        view["loss_nonfinite"] = m.loss_nonfinite
-    return view
 
 
 def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[dict[str, Any]]:
