@@ -84,8 +84,8 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
         view: dict[str, Any] = {"step": columns["step"][i], "loss": columns["loss"][i]}
         view.update(sim_cycles=columns["sim_cycles"][i])
         view.update(samples_per_sec=columns["samples_per_sec"][i], attempt=columns["attempt"][i])
-        accuracy = columns["accuracy"][i]
-        view["accuracy"] = None if math.isnan(accuracy) else accuracy
+        if not math.isnan(columns["accuracy"][i]):
+            view["accuracy"] = columns["accuracy"][i]
         kind = _NONFINITE_NAMES[columns["nonfinite"][i]]
         if kind:
             view["loss"], view["loss_nonfinite"] = None, kind
@@ -95,7 +95,9 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
 
 def _row_view(m: JobMetric) -> dict[str, Any]:
     view: dict[str, Any] = {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles}
-    view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt, accuracy=m.accuracy)
+    view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt)
+    if m.accuracy is not None:  # only classification losses have one; absent keeps rows small
+        view["accuracy"] = m.accuracy
     if m.loss_nonfinite:
         view["loss_nonfinite"] = m.loss_nonfinite
     return view

@@ -42,7 +42,7 @@ def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[d
         groups.setdefault(row["step"] // steps_per_epoch + 1, []).append(row)
     out = []
     for epoch, rows in sorted(groups.items()):
-        accuracies = [r["accuracy"] for r in rows if r["accuracy"] is not None]
+        accuracies = [r["accuracy"] for r in rows if r.get("accuracy") is not None]
         losses = [r["loss"] for r in rows if r["loss"] is not None]  # null: not finite
         out.append(
             {
