@@ -19,7 +19,7 @@ import torch
 from tests.zoo.harness import RTOL, expected_training, load_zoo_job, run_zoo_model, zoo_names
 
 torch.set_num_threads(1)  # the machine is shared; threads only add contention
-# ~2.5 minutes together on a loaded 2-core machine (shufflenet: depthwise/grouped conv, BatchNorm)
+# 71 s together (with the folder check) on a loaded 2-core machine (shufflenet: depthwise/grouped conv, BatchNorm)
 FAST = {"squeezenet1_1", "timm_resnet10t", "shufflenet_v2_x0_5"}
 _CACHE = Path(tempfile.mkdtemp(prefix="sam-zoo-tests-"))
 
