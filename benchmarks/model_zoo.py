@@ -56,7 +56,8 @@ def main() -> None:
         "unsupported": {r.name: r.blocking_op for r in results if r.verdict == "unsupported"},
         "not_matching": {
             r.name: f"{r.verdict}: max rel err {r.max_rel_error:.1e}, buffers "
-            f"{r.buffer_rel_error:.1e} (torch fp32 vs fp64 {r.reference_fp64_rel_error:.1e})"
+            f"{r.buffer_rel_error:.1e} (torch fp32 vs fp64 {r.reference_fp64_rel_error:.1e}, "
+            f"training moves the losses by {r.training_effect:.1e})"
             if r.verdict == "mismatch"
             else r.message[:200]
             for r in results
@@ -70,6 +71,7 @@ def main() -> None:
                 "max_rel_error": r.max_rel_error,
                 "buffer_rel_error": r.buffer_rel_error,
                 "torch_fp32_vs_fp64": r.reference_fp64_rel_error,
+                "training_effect": r.training_effect,
             }
             for r in results
         },

@@ -55,7 +55,8 @@ def test_zoo_model_trains_like_pytorch_or_names_its_blocking_op(name: str) -> No
         return
     assert result.verdict == "train_match", (
         f"{name}: {result.verdict} {result.message} max rel error {result.max_rel_error} "
-        f"(rtol {RTOL}); buffers {result.buffer_rel_error}\n"
+        f"(rtol {RTOL}); buffers {result.buffer_rel_error}; training moves eager's losses by "
+        f"{result.training_effect} (must exceed rtol)\n"
         f"sim   {result.sim_losses}\ntorch {result.torch_losses}"
     )
     # a model whose loss never moves would match trivially: it must really train
