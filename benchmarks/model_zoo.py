@@ -55,8 +55,9 @@ def main() -> None:
         "train_match": sum(r.verdict == "train_match" for r in results),
         "unsupported": {r.name: r.blocking_op for r in results if r.verdict == "unsupported"},
         "not_matching": {
-            r.name: f"{r.verdict}: max rel err {r.max_rel_error:.1e} "
-            f"(torch fp32 vs fp64 {r.reference_fp64_rel_error:.1e})"
+            r.name: f"{r.verdict}: max rel err {r.max_rel_error:.1e}, buffers "
+            f"{r.buffer_rel_error:.1e} (torch fp32 vs fp64 {r.reference_fp64_rel_error:.1e}, "
+            f"training moves the losses by {r.training_effect:.1e})"
             if r.verdict == "mismatch"
             else r.message[:200]
             for r in results
@@ -68,7 +69,9 @@ def main() -> None:
                 "sim_step_s": _round(r.sim_step_s),
                 "torch_step_s": _round(r.torch_step_s),
                 "max_rel_error": r.max_rel_error,
+                "buffer_rel_error": r.buffer_rel_error,
                 "torch_fp32_vs_fp64": r.reference_fp64_rel_error,
+                "training_effect": r.training_effect,
             }
             for r in results
         },

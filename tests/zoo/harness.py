@@ -5,11 +5,13 @@ Shared by `tests/zoo/test_zoo.py` and `benchmarks/model_zoo.py`. A zoo folder is
 input: `job.yaml` (a normal SAM job spec) and `model.py` (plus any other files it imports). The
 verdict of one model is `train_match` (every step's loss within RTOL of eager), `unsupported`
 (the compile failed with unsupported_op / compile_oom naming the op or kernel), `mismatch` or
-`error`.
+`error`. A match only counts when training moves eager's losses by more than RTOL (against the
+same steps at learning rate 0), so that the comparison really checks the updates.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,9 @@ class ZooResult:
     # PyTorch fp32 against PyTorch fp64 on the same steps: above RTOL the model's training is
     # too ill-conditioned (BatchNorm over few values, large logits) for any fp32 comparison.
     reference_fp64_rel_error: float | None = None
+    # Eager's losses with the learning rate at 0 against the trained ones: at or below RTOL the
+    # loss comparison cannot see the updates, so a match would say nothing about the backward pass.
+    training_effect: float | None = None
     compile_s: float | None = None
     sim_step_s: float | None = None
     torch_step_s: float | None = None
@@ -181,6 +186,13 @@ def buffer_error(sim_state: dict[str, Any], torch_state: dict[str, Any]) -> floa
     return worst
 
 
+def _frozen(job: ZooJob) -> ZooJob:
+    """The same job with learning rate 0: its losses are what no training at all would give."""
+    spec = copy.deepcopy(job.spec)
+    spec["train"]["optimizer"]["lr"] = 0.0
+    return ZooJob(name=job.name, spec=spec, files=job.files)
+
+
 def run_zoo_model(name: str, cache_dir: Path) -> ZooResult:
     """Compile, simulate and compare one zoo model; never raises for a model's own failure."""
     job = load_zoo_job(name)
@@ -196,7 +208,8 @@ def run_zoo_model(name: str, cache_dir: Path) -> ZooResult:
     err = rel_error(ours, ref)
     buffers = buffer_error(sim_state, torch_state)
     conditioning = rel_error(ref, torch_losses(job, data, torch.float64)[0])
-    ok = err < RTOL and buffers < RTOL and all(np.isfinite(ours))
+    effect = rel_error(ref, torch_losses(_frozen(job), data)[0])
+    ok = err < RTOL and buffers < RTOL and effect > RTOL and all(np.isfinite(ours))
     return ZooResult(
         name,
         "train_match" if ok else "mismatch",
@@ -205,6 +218,7 @@ def run_zoo_model(name: str, cache_dir: Path) -> ZooResult:
         max_rel_error=err,
         buffer_rel_error=buffers,
         reference_fp64_rel_error=conditioning,
+        training_effect=effect,
         compile_s=compile_s,
         sim_step_s=sim_s,
         torch_step_s=torch_s,
