@@ -11,8 +11,10 @@ from client.commands.options import (
     connection_options,
     echo_data,
     echo_message,
+    echo_new_token,
     open_client,
     output_option,
+    token_output_option,
 )
 from client.commands.tokens import token_group
 from client.output import render_key_values, render_table
@@ -136,14 +138,7 @@ def user() -> None:
 @click.argument("tenant_name", metavar="TENANT")
 @click.argument("name")
 @click.option("--role", type=click.Choice(["user", "admin"]), default="user", show_default=True)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["token", "json", "yaml"]),
-    default="token",
-    show_default=True,
-    help="token: only the new token; json/yaml: the API object.",
-)
+@token_output_option
 @connection_options
 def create_user(
     tenant_name: str, name: str, role: str, output: str, url: str | None, token: str | None
@@ -154,7 +149,4 @@ def create_user(
         f"created {created.get('role', role)} {created.get('name', name)} in tenant "
         f"{created.get('tenant', tenant_name)}; store the token now, it is shown only once"
     )
-    if output == "token":
-        click.echo(created["token"])
-    else:
-        echo_data(created, output)
+    echo_new_token(created, output)

@@ -38,6 +38,26 @@ def output_option(func: F) -> F:
     )(func)
 
 
+def token_output_option(func: F) -> F:
+    """Add `-o/--output token|json|yaml` to a command that makes a token (see echo_new_token)."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["token", "json", "yaml"]),
+        default="token",
+        show_default=True,
+        help="token: only the new token; json/yaml: the API object.",
+    )(func)
+
+
+def echo_new_token(created: dict[str, Any], fmt: str) -> None:
+    """Print a just-made token on stdout: the secret alone (`token`) or the API object."""
+    if fmt == "token":
+        click.echo(created["token"])
+    else:
+        echo_data(created, fmt)
+
+
 def open_client(url: str | None = None, token: str | None = None) -> SamClient:
     """A SamClient for this invocation: subcommand flags, then `sam` flags, env, config file."""
     ctx = click.get_current_context()

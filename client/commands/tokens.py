@@ -14,8 +14,10 @@ from client.commands.options import (
     connection_options,
     echo_data,
     echo_message,
+    echo_new_token,
     open_client,
     output_option,
+    token_output_option,
 )
 from client.output import render_table
 
@@ -74,14 +76,7 @@ def revoke(token_ids: tuple[int, ...], url: str | None, token: str | None) -> No
 
 @token_group.command("rotate")
 @click.argument("token_id", metavar="ID", type=int)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["token", "json", "yaml"]),
-    default="token",
-    show_default=True,
-    help="token: only the new token; json/yaml: the API object.",
-)
+@token_output_option
 @connection_options
 def rotate(token_id: int, output: str, url: str | None, token: str | None) -> None:
     """Revoke token ID and print its replacement (shown only this once)."""
@@ -90,7 +85,4 @@ def rotate(token_id: int, output: str, url: str | None, token: str | None) -> No
         f"revoked token {token_id}; new token {new['id']} for {new['user']}: "
         "store it now, it is shown only once"
     )
-    if output == "token":
-        click.echo(new["token"])
-    else:
-        echo_data(new, output)
+    echo_new_token(new, output)
