@@ -8,7 +8,7 @@ touches a database, a broker or a clock: every time is a float of seconds passed
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 JobId = int | str
@@ -269,17 +269,9 @@ class Plan:
 
 
 def fcfs_config() -> PolicyConfig:
-    """First come first served with first-fit placement and no backfill (the Cerebras anchor)."""
-    return PolicyConfig(
-        ordering="fifo",
-        placement="first_fit",
-        backfill=False,
-        preemption=False,
-        reserve_after_s=0.0,
-        flexible=False,
-        reservations=1,
-        protect_oldest=0,
-    )
+    """First come first served with first-fit placement and no backfill (the Cerebras anchor):
+    EASY without its backfill."""
+    return replace(easy_config(), backfill=False)
 
 
 def easy_config() -> PolicyConfig:
