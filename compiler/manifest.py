@@ -36,7 +36,7 @@ def build_summary(
     peak = max(plan.kernels, key=lambda p: sum(p.per_pe.values()))
     return {
         "cache_key": key,
-        "arch": arch.name,
+        "arch": arch.key,
         "region": {"rows": region[0], "cols": region[1]},
         "execution_mode": "weight_streaming" if plan.streaming else "pipelined",
         "kernels": kernels,
@@ -110,7 +110,7 @@ def build_manifest(
         "compiler_version": COMPILER_VERSION,
         "torch_version": torch_version(),
         "cache_key": key,
-        "arch": arch.name,
+        "arch": arch.key,
         "region": {"rows": region[0], "cols": region[1]},
         "execution_mode": summary["execution_mode"],
         "fp16": bool(opts.get("fp16_enabled")),

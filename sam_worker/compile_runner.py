@@ -6,12 +6,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from compiler.arch import normalize_arch
 from sam_server.config import Settings
 from sam_server.services.lifecycle import Claim
 
 log = logging.getLogger("sam.worker.compile")
-
-ARCH_OF_DEVICE = {"WSE-2": "wse2", "WSE-3": "wse3"}
 
 
 def artifact_root(settings: Settings) -> Path:
@@ -36,7 +35,7 @@ def run_compile(
             claim.files,
             region=(claim.rows, claim.cols),
             cache_dir=root,
-            arch=ARCH_OF_DEVICE.get(device, "wse2"),
+            arch=normalize_arch(device),
             mode=claim.spec.get("mode"),
             namespace=f"tenant-{claim.tenant_id}",
         )

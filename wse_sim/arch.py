@@ -53,6 +53,22 @@ class Arch:
         return 2 * self.ramp_latency + hops * self.hop_latency
 
     @property
+    def key(self) -> str:
+        """The short name SAM stores and compares: "wse2" for WSE-2, "wse3" for WSE-3."""
+        return self.name.lower().replace("-", "")
+
+    @property
+    def host_bytes_per_cycle(self) -> float:
+        """Bytes one host I/O channel moves per fabric cycle (host_channel_gbps at clock_hz)."""
+        return self.host_channel_gbps * 1e9 / 8 / self.clock_hz
+
+    def host_channels(self, rows: int) -> int:
+        """Host channels a rectangle `rows` high streams through: its share of the East and West
+        edges' channels, at least one and at most what one transfer may use."""
+        share = round(2 * rows * self.io_channels_per_edge / self.rows)
+        return int(min(self.max_memcpy_channels, max(1, share)))
+
+    @property
     def sram_limit_bytes(self) -> int:
         """Bytes per PE a job may allocate: capacity minus the reserved runtime area."""
         return self.sram_bytes - self.sram_reserved_bytes
@@ -137,6 +153,11 @@ _BY_NAME = {
     "cs3": WSE3,
     "cs-3": WSE3,
 }
+
+
+def arch_key(name: str | None) -> str:
+    """'WSE-2' / 'wse2' / 'CS-2' / None -> 'wse2'; an unknown name raises UnknownArchError."""
+    return get_arch(name or "wse2").key
 
 
 def get_arch(name: str, **overrides: Any) -> Arch:
