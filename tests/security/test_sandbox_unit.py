@@ -276,3 +276,44 @@ def test_tenant_code_cannot_pass_its_failure_off_as_a_broken_sandbox() -> None:
     error = first_batch_error(fake)
     assert type(error) is ModelError and error.kind == "model_error"
     assert "bwrap: setting up uid map" in error.message
+
+
+FLOOD = """import os
+def make_batch(step, batch_size):
+    for i in range(1_000_000):
+        folder = f"/job/out/d{i % 7}"  # subdirectories count too
+        os.makedirs(folder, exist_ok=True)
+        open(f"{folder}/f{i}", "w").close()
+    raise RuntimeError("the flood of files was not stopped")
+"""
+BIG_OUTPUT = """import os
+def make_batch(step, batch_size):
+    for i in range(3):
+        with open(f"/job/out/big{i}", "wb") as handle:
+            handle.write(os.urandom(4 * 1024 * 1024))
+    import time
+    time.sleep(300)
+"""
+
+
+def test_a_flood_of_output_files_fails_the_task_early_and_the_worker_goes_on() -> None:
+    started = time.monotonic()
+    error = first_batch_error(FLOOD)
+    assert "more than 64 files in its output directory" in error.message, error.message
+    assert error.details["limit"] == "output"
+    # stopped within moments: a million files would take minutes
+    assert time.monotonic() - started < 30
+    assert run_task("empty", {}, {}, FAST)["ok"]  # the same worker process starts the next task
+
+
+def test_output_bytes_are_capped_not_only_each_files_size() -> None:
+    limits = SandboxLimits(
+        cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=60.0, output_bytes=8 * 1024**2
+    )
+    batches = stream_batches(file_spec(), {"data.py": BIG_OUTPUT}, 0, None, limits)
+    started = time.monotonic()
+    with pytest.raises(ModelError) as info:
+        next(batches)
+    batches.close()
+    assert "over its cap of 8388608 bytes" in info.value.message, info.value.message
+    assert time.monotonic() - started < 30  # killed at once, not after its 300 s sleep
