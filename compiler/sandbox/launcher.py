@@ -1,6 +1,6 @@
 """Starting and killing one bubblewrap sandbox (the only module that knows bwrap's flags).
 
-A task runs as `bwrap ... python -m compiler.sandbox.child /job`, with:
+A task runs as `bwrap ... python -c <compiler.sandbox.child.run()> /job`, with:
 - its own uid: a root worker leases a uid from a pool (SAM_SANDBOX_UID_BASE, default 61000,
   SAM_SANDBOX_UID_COUNT, default 64; a flock per uid shared by every worker on the machine) and
   drops to it before exec'ing bwrap, so RLIMIT_NPROC counts only this task's processes and the
@@ -11,11 +11,14 @@ A task runs as `bwrap ... python -m compiler.sandbox.child /job`, with:
 - a root file system holding only /usr/lib (no shells, no /usr/bin), the Python runtime and its
   site-packages read-only, SAM's `compiler` package read-only at /sam/compiler, the job's files
   read-only at /job/src, its task at /job/ctl, one writable output directory /job/out and a
-  private tmpfs /tmp. Each is bound by an O_PATH descriptor the worker opened (`--bind-fd`),
-  since bwrap runs as the sandbox uid, which may not traverse the parents of those paths
-  (/root/.pyenv under a 0700 /root here); bwrap closes each descriptor once it is mounted;
+  private tmpfs /tmp. A root worker first stages those host directories, in a private mount
+  namespace of the forked child, at /run/sam-sandbox/stage/N, because bwrap resolves its
+  sources as the sandbox uid, which may not traverse their parents (/root/.pyenv under a 0700
+  /root here; bwrap's --bind-fd does not help: the kernel still refuses that uid the path);
 - rlimits on address space, CPU seconds, file size, processes and core dumps; an environment
-  with no secret.
+  with no secret;
+- death with the worker: PR_SET_PDEATHSIG from the fork on, then bwrap's own; `Running.kill`
+  returns only once the sandbox's init (and so every process of its PID namespace) is dead.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
 _TMPFS_BYTES = 512 * 1024**2
 _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
+_PR_SET_PDEATHSIG = 1
 
 
 def bwrap_path() -> str:
@@ -302,6 +306,7 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
             if mount.writable and uid is not None:
                 os.chown(mount.host, uid, uid)
         sources = [str(b.host) for b in binds]
+        parent = os.getpid()
         proc = subprocess.Popen(
             args,
             env=child_env(),
@@ -309,7 +314,7 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
             stdout=stdio[1],
             stderr=stdio[2],
             pass_fds=fds,
-            preexec_fn=lambda: _enter(uid, sources, staged, limits),
+            preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
         )
     except BaseException:
         os.close(started_read)
@@ -416,9 +421,14 @@ def _stage_dirs(binds: list[Mount]) -> list[str]:
     return paths
 
 
-def _enter(uid: int | None, sources: list[str], staged: list[str], limits: SandboxLimits) -> None:
+def _enter(  # noqa: PLR0913 - what the forked child needs, computed before the fork
+    uid: int | None, sources: list[str], staged: list[str], limits: SandboxLimits, parent: int
+) -> None:
     """preexec_fn, in the forked child before exec'ing bwrap: stage the binds in a private mount
-    namespace (root only), drop to the task's uid, set the rlimits the whole task inherits."""
+    namespace (root only), drop to the task's uid, set the rlimits the whole task inherits, and
+    die with the worker from here on: bwrap's --die-with-parent only takes effect once bwrap
+    runs, and a worker killed in between would leave it orphaned (the death signal is set after
+    the uid drop, which clears it, and the parent checked after it, which closes the race)."""
     if uid is not None:
         _check(_LIBC.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private /")
@@ -431,6 +441,9 @@ def _enter(uid: int | None, sources: list[str], staged: list[str], limits: Sandb
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     _set_rlimits(limits)
+    _check(_LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(1)  # the worker is gone already
 
 
 def _check(code: int, what: str) -> None:
