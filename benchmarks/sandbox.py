@@ -2,11 +2,14 @@
 cached (no sandbox at all).
 
 Run: `.venv/bin/python benchmarks/sandbox.py [--runs N]`.
-- sandbox_start_ms: median wall time of `run_task("empty")`: lease a uid, stage the binds, start
-  bwrap with its namespaces and seccomp filter, start Python inside, read the result back, kill
-  the sandbox and sweep its uid.
+- sandbox_start_ms: median wall time of `run_task("empty")`, a cold start (no pre-started
+  sandbox is used for it): lease a uid, stage the binds, start bwrap with its namespaces and
+  seccomp filter, start Python inside, read the result back, kill the sandbox and wait until its
+  PID namespace is empty.
   sandbox_start_cpu_ms: the CPU time that takes (worker + bwrap + sandboxed Python), which the
-  load of a shared machine does not inflate.
+  load of a shared machine inflates far less; split into sandbox_start_worker_cpu_ms (the
+  worker's own), sandbox_start_bwrap_cpu_ms (bwrap, reaped by the worker) and
+  sandbox_start_python_cpu_ms (the sandboxed Python up to the task, as it reports).
 - compile_cold_s: `compile_job` of the user_model example into an empty cache with no pre-started
   sandbox (pays the torch import inside the sandbox); compile_prestarted_s: the same model with
   a sandbox pre-started by `warm_sandbox()` (what a compile worker has).
@@ -58,29 +61,33 @@ def _starts() -> list[int]:
     return counter
 
 
-def _cpu_s() -> float:
-    """CPU seconds of this process and its reaped children (the outer bwrap; the sandboxed
-    Python reports its own, since its reaper is bwrap's init inside the sandbox)."""
-    own, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+def _usage(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
-def start_ms(runs: int) -> tuple[float, float]:
-    """Median wall ms of an empty task, and its mean CPU ms (a figure the machine's load does not
-    inflate: on an idle machine the wall time approaches it)."""
+def start_ms(runs: int) -> dict[str, float]:
+    """Median wall ms of an empty task, and its mean CPU ms by part (figures the machine's load
+    inflates less: on an idle machine the wall time approaches their sum)."""
     limits = SandboxLimits(cpu_seconds=10, memory_bytes=1024**3, wall_seconds=30.0)
     run_task("empty", {}, {}, limits)  # page cache, stage directories
     times = []
-    cpu, inside = _cpu_s(), 0.0
+    own, kids, inside = _usage(resource.RUSAGE_SELF), _usage(resource.RUSAGE_CHILDREN), 0.0
     for _ in range(runs):
         begin = time.perf_counter()
         result = run_task("empty", {}, {}, limits)
         times.append((time.perf_counter() - begin) * 1000)
         inside += float(result["cpu_s"])  # type: ignore[index]
-    return statistics.median(times), (_cpu_s() - cpu + inside) * 1000 / runs
+    worker = (_usage(resource.RUSAGE_SELF) - own) * 1000 / runs
+    bwrap = (_usage(resource.RUSAGE_CHILDREN) - kids) * 1000 / runs
+    python = inside * 1000 / runs
+    return {
+        "sandbox_start_ms": round(statistics.median(times), 1),
+        "sandbox_start_cpu_ms": round(worker + bwrap + python, 1),
+        "sandbox_start_worker_cpu_ms": round(worker, 1),
+        "sandbox_start_bwrap_cpu_ms": round(bwrap, 1),
+        "sandbox_start_python_cpu_ms": round(python, 1),
+    }
 
 
 def compile_s(raw: dict[str, Any], files: dict[str, str], cache: Path) -> tuple[float, bool]:
@@ -99,8 +106,8 @@ def main() -> None:
     args = parser.parse_args()
     files = {"model.py": (ROOT / "examples" / "user_model" / "model.py").read_text()}
     starts = _starts()
-    wall_ms, cpu_ms = start_ms(args.runs)
-    figures: dict[str, Any] = {"sandbox_start_ms": round(wall_ms, 1)}
+    start = start_ms(args.runs)
+    figures: dict[str, Any] = {"sandbox_start_ms": start.pop("sandbox_start_ms")}
     with tempfile.TemporaryDirectory() as tmp:
         cold, hit = compile_s(SPEC, files, Path(tmp))
         assert not hit
@@ -115,7 +122,7 @@ def main() -> None:
         compile_cold_s=round(cold, 3),
         compile_prestarted_s=round(prestarted, 3),
         compile_cached_s=round(cached, 4),
-        sandbox_start_cpu_ms=round(cpu_ms, 1),
+        **start,
         uid="pool" if os.geteuid() == 0 else "worker's own",
         load_average=round(os.getloadavg()[0], 2),
     )

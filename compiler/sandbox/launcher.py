@@ -1,6 +1,6 @@
 """Starting and killing one bubblewrap sandbox (the only module that knows bwrap's flags).
 
-A task runs as `bwrap ... python -m compiler.sandbox.child /job`, with:
+A task runs as `bwrap ... python -c <compiler.sandbox.child.run()> /job`, with:
 - its own uid: a root worker leases a uid from a pool (SAM_SANDBOX_UID_BASE, default 61000,
   SAM_SANDBOX_UID_COUNT, default 64; a flock per uid shared by every worker on the machine) and
   drops to it before exec'ing bwrap, so RLIMIT_NPROC counts only this task's processes and the
@@ -14,33 +14,42 @@ A task runs as `bwrap ... python -m compiler.sandbox.child /job`, with:
   private tmpfs /tmp. A root worker first stages those host directories, in a private mount
   namespace of the forked child, at /run/sam-sandbox/stage/N, because bwrap resolves its
   sources as the sandbox uid, which may not traverse their parents (/root/.pyenv under a 0700
-  /root here);
+  /root here; bwrap's --bind-fd does not help: the kernel still refuses that uid the path);
 - rlimits on address space, CPU seconds, file size, processes and core dumps; an environment
-  with no secret.
+  with no secret;
+- death with the worker: PR_SET_PDEATHSIG from the fork on, then bwrap's own; `Running.kill`
+  returns only once the sandbox's init (and so every process of its PID namespace) is dead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import json
 import os
 import resource
+import select
 import shutil
+import signal
+import stat
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from compiler.sandbox import seccomp
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
-from compiler.sandbox.uids import kill_uid, lease_uid
+from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
 
 COMPILER_DIR = Path(__file__).resolve().parent.parent
 _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
 _TMPFS_BYTES = 512 * 1024**2
 _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
+_PR_SET_PDEATHSIG = 1
 
 
 def bwrap_path() -> str:
@@ -75,12 +84,40 @@ class Mount:
 
 @dataclass
 class Running:
-    """A started sandbox: its outer bwrap process and the uid it runs as."""
+    """A started sandbox: its outer bwrap process, the uid it runs as and a pidfd of its init."""
 
     proc: subprocess.Popen
     uid: int | None
     started_fd: int = -1
     _lock: IO[bytes] | None = field(default=None, repr=False)
+    _init_fd: int = -1
+    _proc_fd: int = -1
+    _killed: bool = False
+
+    def watch(self, init_pid: int | None) -> None:
+        """Hold pidfds of bwrap and of the sandbox's init (PID 1 of its namespace): waiting needs
+        no polling loop, and the init's exit proves every process of the task is gone (the
+        kernel kills a PID namespace's processes, and waits for them, before its init is dead)."""
+        with contextlib.suppress(OSError):
+            self._proc_fd = os.pidfd_open(self.proc.pid)
+        if init_pid is None:
+            return
+        try:
+            fd = os.pidfd_open(init_pid)
+        except OSError:
+            return  # already gone (an empty task), or bwrap failed: kill() sweeps by uid
+        if _parent_pid(init_pid) != self.proc.pid:
+            os.close(fd)  # the pid was reused already: not ours
+            return
+        self._init_fd = fd
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for bwrap to exit, at most `timeout` s (subprocess.TimeoutExpired)."""
+        if self._proc_fd >= 0 and self.proc.returncode is None:
+            ready = select.select([self._proc_fd], [], [], timeout)[0]
+            if not ready:
+                raise subprocess.TimeoutExpired(self.proc.args, timeout or 0.0)
+        return self.proc.wait(timeout)
 
     def was_built(self) -> bool:
         """Whether the command started inside a built sandbox: it writes a byte on the fd named
@@ -94,16 +131,40 @@ class Running:
         except BlockingIOError:
             return False
 
+    def signal_kill(self) -> None:
+        """SIGKILL the sandbox's init and bwrap, from any thread (kill() reaps them)."""
+        if self._killed:
+            return
+        if self._init_fd >= 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            self.proc.send_signal(signal.SIGKILL)
+
     def kill(self) -> None:
-        """SIGKILL the sandbox: bwrap's PID-namespace init dies, and with it every process the
-        task started (the kernel kills a namespace with its init); then sweep the task's uid."""
+        """SIGKILL the sandbox's init and bwrap: the kernel kills every process of the PID
+        namespace with its init. Returns once they are all dead (the init's pidfd says so; a
+        uid sweep where there is none), then frees the uid."""
+        if self._killed:
+            return
+        self._killed, gone = True, False
+        if self._init_fd >= 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             self.proc.kill()
         self.proc.wait()
-        if self.uid is not None:
+        if self._init_fd >= 0:
+            gone = bool(select.select([self._init_fd], [], [], 10.0)[0])
+        for fd in (self._init_fd, self._proc_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._init_fd = self._proc_fd = -1
+        if self.uid is not None and not gone:
             kill_uid(self.uid)
+            gone = True
         if self._lock is not None:
-            self._lock.close()  # releases the flock: the uid may serve the next task
+            release_uid(self._lock, clean=gone)  # the uid may serve the next task
             self._lock = None
 
     def close(self) -> None:
@@ -112,6 +173,77 @@ class Running:
         if self.started_fd >= 0:
             os.close(self.started_fd)
             self.started_fd = -1
+
+
+OUTPUT_CHECK_S = 0.2
+
+
+def output_problem(out: Path, limits: SandboxLimits) -> str | None:
+    """Why the task's output directory is over its caps (entries of any kind, counted through
+    subdirectories without following links, and bytes on disk), or None."""
+    count, used, todo = 0, 0, [str(out)]
+    while todo:
+        try:
+            entries = os.scandir(todo.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                count += 1
+                if count > limits.output_files:
+                    return (
+                        f"the task left more than {limits.output_files} files in its output "
+                        "directory (the cap on output files); write fewer files"
+                    )
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += info.st_blocks * 512
+                if stat.S_ISDIR(info.st_mode):
+                    todo.append(entry.path)
+    if used > limits.output_bytes:
+        return (
+            f"the task left {used} bytes in its output directory, over its cap of "
+            f"{limits.output_bytes} bytes; write less"
+        )
+    return None
+
+
+class OutputGuard:
+    """Checks a running task's output directory every OUTPUT_CHECK_S seconds and kills the
+    sandbox as soon as it is over its caps (a flood of files stops within one interval)."""
+
+    def __init__(self, running: Running, out: Path, limits: SandboxLimits) -> None:
+        self.problem: str | None = None
+        self._running, self._out, self._limits = running, out, limits
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sam-sandbox-out", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(OUTPUT_CHECK_S):
+            problem = output_problem(self._out, self._limits)
+            if problem is not None:
+                self.problem = problem
+                self._running.signal_kill()
+                return
+
+    def stop(self) -> str | None:
+        """Stop checking; the first problem seen, or the one the directory shows now."""
+        self._stop.set()
+        self._thread.join()
+        if self.problem is None:
+            self.problem = output_problem(self._out, self._limits)
+        return self.problem
+
+
+def _parent_pid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def start(
@@ -131,7 +263,7 @@ def start(
             "or point SAM_SANDBOX_BWRAP at bwrap"
         )
     try:
-        program = seccomp.build_filter()
+        program = _filter()
     except seccomp.SeccompUnsupported as exc:
         raise SandboxUnavailable(str(exc)) from None
     uid, lock = lease_uid()
@@ -145,6 +277,11 @@ def start(
         raise
 
 
+@functools.cache
+def _filter() -> bytes:
+    return seccomp.build_filter()
+
+
 def _launch(  # noqa: PLR0913 - the pieces `start` gathered
     bwrap: str,
     program: bytes,
@@ -155,19 +292,21 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
     limits: SandboxLimits,
     stdio: tuple[Any, Any, Any],
 ) -> Running:
-    fds: list[int] = []
+    fds: list[int] = []  # closed here once bwrap has them
     started_read, started_write = os.pipe()
-    fds.append(started_write)
+    info_read, info_write = os.pipe()
+    fds += [started_write, info_write]
     try:
         binds = _binds(mounts)
         staged = _stage_dirs(binds) if uid is not None else []
         args = [bwrap, *_namespace_args(), "--seccomp", str(_memfd(program, fds))]
-        args += _filesystem_args(binds, staged, limits)
+        args += ["--info-fd", str(info_write), *_filesystem_args(binds, staged, limits)]
         args += ["--chdir", "/tmp", "--", *argv, "--started-fd", str(started_write)]
         for mount in mounts:
             if mount.writable and uid is not None:
                 os.chown(mount.host, uid, uid)
         sources = [str(b.host) for b in binds]
+        parent = os.getpid()
         proc = subprocess.Popen(
             args,
             env=child_env(),
@@ -175,15 +314,18 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
             stdout=stdio[1],
             stderr=stdio[2],
             pass_fds=fds,
-            preexec_fn=lambda: _enter(uid, sources, staged, limits),
+            preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
         )
     except BaseException:
         os.close(started_read)
+        os.close(info_read)
         raise
     finally:
         for fd in fds:
             os.close(fd)
-    return Running(proc, uid, started_read, lock)
+    running = Running(proc, uid, started_read, lock)
+    running.watch(_init_pid(info_read))
+    return running
 
 
 def _namespace_args() -> list[str]:
@@ -231,9 +373,31 @@ def _filesystem_args(binds: list[Mount], staged: list[str], limits: SandboxLimit
     return args
 
 
+def _init_pid(info_fd: int) -> int | None:
+    """The host pid of the sandbox's init (PID 1 of its namespace), from bwrap's --info-fd; None
+    when bwrap died before it said (the sandbox was not built)."""
+    data = b""
+    try:
+        while not data.rstrip().endswith(b"}"):
+            chunk = os.read(info_fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(info_fd)
+    try:
+        pid = json.loads(data)["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
 _STAGE = Path("/run/sam-sandbox/stage")
 # Loaded here, not in the forked child: dlopen there could wait on a lock another thread held.
 _LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+_staged: set[str] = set()
 
 
 def _stage_dirs(binds: list[Mount]) -> list[str]:
@@ -243,20 +407,28 @@ def _stage_dirs(binds: list[Mount]) -> list[str]:
     for index, bind in enumerate(binds):
         is_dir = bind.host.is_dir()
         path = _STAGE / f"{index}{'' if is_dir else '.file'}"
+        paths.append(str(path))
+        if str(path) in _staged:
+            continue
         if is_dir:
             path.mkdir(mode=0o755, parents=True, exist_ok=True)
         else:
             _STAGE.mkdir(mode=0o755, parents=True, exist_ok=True)
             path.touch(mode=0o644, exist_ok=True)
-        paths.append(str(path))
-    for parent in (_STAGE.parent, _STAGE):
-        os.chmod(parent, 0o755)
+        for parent in (_STAGE.parent, _STAGE):
+            os.chmod(parent, 0o755)
+        _staged.add(str(path))
     return paths
 
 
-def _enter(uid: int | None, sources: list[str], staged: list[str], limits: SandboxLimits) -> None:
+def _enter(  # noqa: PLR0913 - what the forked child needs, computed before the fork
+    uid: int | None, sources: list[str], staged: list[str], limits: SandboxLimits, parent: int
+) -> None:
     """preexec_fn, in the forked child before exec'ing bwrap: stage the binds in a private mount
-    namespace (root only), drop to the task's uid, set the rlimits the whole task inherits."""
+    namespace (root only), drop to the task's uid, set the rlimits the whole task inherits, and
+    die with the worker from here on: bwrap's --die-with-parent only takes effect once bwrap
+    runs, and a worker killed in between would leave it orphaned (the death signal is set after
+    the uid drop, which clears it, and the parent checked after it, which closes the race)."""
     if uid is not None:
         _check(_LIBC.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private /")
@@ -269,6 +441,9 @@ def _enter(uid: int | None, sources: list[str], staged: list[str], limits: Sandb
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     _set_rlimits(limits)
+    _check(_LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(1)  # the worker is gone already
 
 
 def _check(code: int, what: str) -> None:
@@ -276,12 +451,14 @@ def _check(code: int, what: str) -> None:
         raise OSError(ctypes.get_errno(), f"sandbox staging failed: {what}")
 
 
+@functools.cache
 def python_roots() -> list[Path]:
     """The interpreter's installation and the environment (venv) holding its site-packages."""
     roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     return sorted(r for r in roots if not any(o != r and o in r.parents for o in roots))
 
 
+@functools.cache
 def site_packages() -> list[str]:
     """The environment's site-packages directories (inside python_roots)."""
     import sysconfig

@@ -13,7 +13,10 @@ class SandboxLimits:
     """Limits of one sandboxed task: rlimits set before bwrap starts, wall time by the parent.
 
     memory_bytes is RLIMIT_DATA (heap and private anonymous memory), not RLIMIT_AS: the CUDA build
-    of torch maps 3.6 GB of address space just by importing. processes is RLIMIT_NPROC of the task's own uid (threads count too).
+    of torch maps 3.6 GB of address space just by importing. processes is RLIMIT_NPROC of the
+    task's own uid (threads count too). output_files and output_bytes cap what the task may leave
+    in its one writable host directory (/job/out: entries of any kind, and bytes on disk); the
+    worker checks them while the task runs (`launcher.OUTPUT_CHECK_S`) and once after it.
     """
 
     cpu_seconds: int = 120
@@ -21,6 +24,8 @@ class SandboxLimits:
     wall_seconds: float = 180.0
     file_bytes: int = 2 * 1024**3
     processes: int = 64
+    output_files: int = 64
+    output_bytes: int = 4 * 1024**3
 
 
 DATA_LIMITS = SandboxLimits(cpu_seconds=24 * 3600, wall_seconds=600.0)

@@ -9,6 +9,7 @@ the graph declares, with its shape and dtype.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import shutil
 import signal
@@ -41,10 +42,12 @@ def make_scratch(workdir: Path | None) -> Path:
 
 
 def fill(scratch: Path, task: str, payload: dict[str, Any], files: dict[str, str]) -> None:
-    """Write the job's files to src/ and the task to ctl/task.json."""
+    """Write the job's files to src/ and the task to ctl/task.marshal (marshal, not JSON: the
+    sandbox reads it without importing json; only the worker writes it, and the sandbox binds
+    ctl/ read-only)."""
     write_sources(files, scratch / "src")
     task_doc = {"task": task, "payload": payload, "files": sorted(files)}
-    (scratch / "ctl" / "task.json").write_text(json.dumps(task_doc))
+    (scratch / "ctl" / "task.marshal").write_bytes(marshal.dumps(task_doc))
 
 
 def prepare(
@@ -68,7 +71,12 @@ def mounts(scratch: Path) -> list[launcher.Mount]:
 def child_argv(*extra: str) -> list[str]:
     """The command run inside the sandbox."""
     python = launcher.python_executable()
-    return [python, "-S", "-s", "-m", "compiler.sandbox.child", "/job", *extra]
+    # -c, not -m: runpy and the importlib machinery it loads are a tenth of the start-up cost.
+    # -P: no working directory (the task's writable /tmp) on sys.path.
+    return [python, "-S", "-s", "-P", "-c", CHILD_MAIN, "/job", *extra]
+
+
+CHILD_MAIN = "import compiler.sandbox.child as c; c.run()"
 
 
 def run_task(
@@ -95,14 +103,18 @@ def run_task(
         else:
             with open(scratch / "stderr.txt", "wb") as stderr:
                 running = launcher.start(child_argv(), mounts(scratch), limits, None, stderr)
+        guard = launcher.OutputGuard(running, scratch / "out", limits)
         try:
-            returncode = running.proc.wait(timeout=limits.wall_seconds)
+            returncode = running.wait(limits.wall_seconds)
         except subprocess.TimeoutExpired:
             raise _wall_error(limits) from None
         finally:
+            problem = guard.stop()
             running.kill()
         built = running.was_built()
         running.close()
+        if problem is not None:
+            raise output_error(problem, limits)
         result = read_result(scratch, returncode, limits, built)
         return collect(scratch / "out", result) if collect else result
     finally:
@@ -192,6 +204,18 @@ def stderr_tail(scratch: Path) -> str:
             return handle.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def output_error(problem: str, limits: SandboxLimits) -> ModelError:
+    """The task went over the caps of its output directory (and was killed for it)."""
+    return ModelError(
+        problem,
+        {
+            "limit": "output",
+            "output_files": limits.output_files,
+            "output_bytes": limits.output_bytes,
+        },
+    )
 
 
 def _wall_error(limits: SandboxLimits) -> ModelError:

@@ -14,7 +14,7 @@ import numpy as np
 from compiler.errors import ModelError
 from compiler.sandbox import frames, launcher
 from compiler.sandbox.limits import DATA_LIMITS, SandboxLimits
-from compiler.sandbox.runner import child_argv, mounts, prepare, read_result
+from compiler.sandbox.runner import child_argv, mounts, output_error, prepare, read_result
 
 
 def max_frame_bytes() -> int:
@@ -39,19 +39,23 @@ def stream_batches(
     scratch = prepare("batches", payload, files, workdir)
     read_fd, write_fd = os.pipe()
     running = None
+    guard = None
     try:
         with open(scratch / "stderr.txt", "wb") as stderr:
             running = launcher.start(child_argv(), mounts(scratch), limits, write_fd, stderr)
         os.close(write_fd)
         write_fd = -1
+        guard = launcher.OutputGuard(running, scratch / "out", limits)
         reader = frames.FrameReader(
             read_fd, max_frame_bytes(), limits.wall_seconds, should_stop or (lambda: False)
         )
-        yield from _frames(reader, spec, running, scratch, limits)
+        yield from _frames(reader, spec, running, guard, scratch, limits)
     finally:
         if write_fd >= 0:
             os.close(write_fd)
         os.close(read_fd)
+        if guard is not None:
+            guard.stop()
         if running is not None:
             running.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -61,6 +65,7 @@ def _frames(
     reader: frames.FrameReader,
     spec: dict[str, Any],
     running: launcher.Running,
+    guard: launcher.OutputGuard,
     scratch: Path,
     limits: SandboxLimits,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -73,10 +78,13 @@ def _frames(
             return
         except EOFError:
             try:  # the child is exiting; let it finish writing its result, then say why
-                running.proc.wait(timeout=10)
+                running.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+            problem = guard.stop()
             running.kill()
+            if problem is not None:
+                raise output_error(problem, limits) from None
             read_result(scratch, running.proc.returncode, limits, running.was_built())
             raise ModelError("make_batch stopped producing batches") from None
         frames.check_target_values(spec, targets)

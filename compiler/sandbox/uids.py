@@ -37,11 +37,12 @@ def lease_uid() -> tuple[int | None, IO[bytes] | None]:
     """(uid, lock) of a free pool uid when running as root; (None, None) otherwise."""
     if os.geteuid() != 0:
         return None, None
-    missing = [name for bit, name in _ROOT_CAPS.items() if not _capabilities() >> bit & 1]
+    capabilities = _capabilities()
+    missing = [name for bit, name in _ROOT_CAPS.items() if not capabilities >> bit & 1]
     if missing:
         raise SandboxUnavailable(
             f"the worker runs as root without the capabilities {', '.join(missing)} it needs "
-            "to stage the sandbox and drop to a pool uid; run it with them, or as a plain user"
+            "to drop the sandbox to a pool uid; run it with them, or as a plain user"
         )
     directory = _lock_dir()
     for uid in _pool():
@@ -53,11 +54,22 @@ def lease_uid() -> tuple[int | None, IO[bytes] | None]:
         except BlockingIOError:
             handle.close()
             continue
-        kill_uid(uid)  # leftovers of a worker that died mid-task
+        if os.fstat(handle.fileno()).st_size:
+            kill_uid(uid)  # its last holder died mid-task: sweep its leftovers
+        handle.write(b"in use\n")  # cleared by release_uid once the task's processes are dead
+        handle.flush()
         return uid, handle
     raise SandboxUnavailable(
         f"all {len(_pool())} sandbox uids are busy; raise SAM_SANDBOX_UID_COUNT"
     )
+
+
+def release_uid(lock: IO[bytes], clean: bool) -> None:
+    """Free a leased uid; `clean` when none of its processes is left, else the next lease sweeps
+    it first."""
+    if clean:
+        os.ftruncate(lock.fileno(), 0)
+    lock.close()
 
 
 _ROOT_CAPS = {
@@ -66,7 +78,6 @@ _ROOT_CAPS = {
     5: "CAP_KILL",
     6: "CAP_SETGID",
     7: "CAP_SETUID",
-    21: "CAP_SYS_ADMIN",
 }
 
 
@@ -123,6 +134,7 @@ def sweep_unleased() -> int:
             except BlockingIOError:
                 continue  # a live sandbox of some worker
             kill_uid(uid)
+            os.ftruncate(handle.fileno(), 0)
             swept += 1
     return swept
 

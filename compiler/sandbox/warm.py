@@ -38,7 +38,7 @@ class Slot:
     limits: SandboxLimits
 
     def go(self) -> launcher.Running:
-        """Release the child: it reads ctl/task.json and runs it."""
+        """Release the child: it reads ctl/task.marshal and runs it."""
         self.stdin.write(b"go\n")
         self.stdin.close()
         return self.running

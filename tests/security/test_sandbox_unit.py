@@ -21,6 +21,8 @@ from tests.security.hostile import assert_contained, attack_source, parse_report
 
 ROOT = os.geteuid() == 0
 FAST = SandboxLimits(cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=60.0)
+# A trace imports torch in the sandbox: 40 s of wall time on two cores shared by eight sessions.
+TRACE = SandboxLimits(cpu_seconds=120, memory_bytes=2 * 1024**3, wall_seconds=180.0)
 
 
 def file_spec(batch_size: int = 4, **data: object) -> dict:  # type: ignore[type-arg]
@@ -239,7 +241,7 @@ def test_forged_trace_outputs_are_refused(case: str) -> None:
 
     source, expected = FORGED[case]
     with pytest.raises(ModelError, match=expected):
-        run_trace(user_model_spec(), {"model.py": source}, FAST)
+        run_trace(user_model_spec(), {"model.py": source}, TRACE)
 
 
 def test_a_prestarted_sandbox_serves_exactly_one_trace_with_the_jobs_files() -> None:
@@ -276,3 +278,120 @@ def test_tenant_code_cannot_pass_its_failure_off_as_a_broken_sandbox() -> None:
     error = first_batch_error(fake)
     assert type(error) is ModelError and error.kind == "model_error"
     assert "bwrap: setting up uid map" in error.message
+
+
+FLOOD = """import os
+def make_batch(step, batch_size):
+    for i in range(1_000_000):
+        folder = f"/job/out/d{i % 7}"  # subdirectories count too
+        os.makedirs(folder, exist_ok=True)
+        open(f"{folder}/f{i}", "w").close()
+    raise RuntimeError("the flood of files was not stopped")
+"""
+BIG_OUTPUT = """import os
+def make_batch(step, batch_size):
+    for i in range(3):
+        with open(f"/job/out/big{i}", "wb") as handle:
+            handle.write(os.urandom(4 * 1024 * 1024))
+    import time
+    time.sleep(300)
+"""
+
+
+def test_a_flood_of_output_files_fails_the_task_early_and_the_worker_goes_on() -> None:
+    started = time.monotonic()
+    error = first_batch_error(FLOOD)
+    assert "more than 64 files in its output directory" in error.message, error.message
+    assert error.details["limit"] == "output"
+    # stopped within moments: a million files would take minutes
+    assert time.monotonic() - started < 30
+    assert run_task("empty", {}, {}, FAST)["ok"]  # the same worker process starts the next task
+
+
+def test_output_bytes_are_capped_not_only_each_files_size() -> None:
+    limits = SandboxLimits(
+        cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=60.0, output_bytes=8 * 1024**2
+    )
+    batches = stream_batches(file_spec(), {"data.py": BIG_OUTPUT}, 0, None, limits)
+    started = time.monotonic()
+    with pytest.raises(ModelError) as info:
+        next(batches)
+    batches.close()
+    assert "over its cap of 8388608 bytes" in info.value.message, info.value.message
+    assert time.monotonic() - started < 30  # killed at once, not after its 300 s sleep
+
+
+SLEEPING_WORKER = """import json, sys
+from compiler.sandbox import SandboxLimits, stream_batches
+spec, marker = json.loads(sys.argv[1]), sys.argv[2]
+source = f'''import os, sys, time
+def make_batch(step, batch_size):
+    for _ in range(3):
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", {marker!r}])
+    time.sleep(300)
+'''
+limits = SandboxLimits(cpu_seconds=600, wall_seconds=600.0)
+next(stream_batches(spec, {"data.py": source}, 0, None, limits))
+"""
+
+
+def _descendants(pid: int) -> set[tuple[int, str]]:
+    """(pid, start time) of every process below `pid`."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child[0])
+    return found
+
+
+def _alive(processes: set[tuple[int, str]]) -> set[tuple[int, str]]:
+    alive = set()
+    for pid, started in processes:
+        try:
+            fields = Path("/proc", str(pid), "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[19] == started and fields[0] != "Z":
+            alive.add((pid, started))
+    return alive
+
+
+@pytest.mark.skipif(not ROOT, reason="runs the worker as root and as uid 1000 in a user namespace")
+@pytest.mark.parametrize("who", ["root", "non-root"])
+def test_a_sigkilled_worker_leaves_no_sandbox_process(who: str) -> None:
+    """The worker dies mid-task (OOM killer, `kill -9`): bwrap, the sandbox's init, the task and
+    what it forked die with it. The non-root worker is uid 1000 in a user namespace (what the
+    Dockerfile's USER sam gets: no pool uid), since this machine's Python is under a 0700 /root."""
+    import json
+
+    marker = "sam-orphan-" + uuid.uuid4().hex
+    prefix = ["unshare", "--map-user=1000", "--map-group=1000"] if who == "non-root" else []
+    worker = subprocess.Popen(
+        [*prefix, sys.executable, "-c", SLEEPING_WORKER, json.dumps(file_spec()), marker],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(marker_processes(marker)) < 4 and time.monotonic() < deadline:
+            assert worker.poll() is None, "the worker exited before its task started"
+            time.sleep(0.2)
+        assert len(marker_processes(marker)) == 4  # the worker (its argv) and the three forks
+        sandbox = _descendants(worker.pid)
+        assert len(sandbox) >= 6  # bwrap, its init, the task, its three forks
+    finally:
+        worker.kill()
+        worker.wait()
+    deadline = time.monotonic() + 10
+    while _alive(sandbox) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(sandbox), _alive(sandbox)
+    assert marker_processes(marker) == []
