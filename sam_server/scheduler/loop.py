@@ -83,6 +83,8 @@ def run_cycle(
             compile_servers=compile_servers,
             stale_s=settings.heartbeat_s * 3,
             max_jobs=max_jobs,
+            slots_per_server=cluster.compile_slots,
+            slots_per_tenant=settings.compile_slots_per_tenant,
         )
         decided = plan(snapshot, now, config)
         apply_plan(

@@ -80,9 +80,13 @@ def build_snapshot(
     compile_servers: int,
     stale_s: float,
     max_jobs: dict[str, int] | None = None,
+    slots_per_server: int = 2,
+    slots_per_tenant: int = 0,
 ) -> Snapshot:
     """The policy's view of the cluster at `now` (epoch seconds); `max_jobs`: the regions each
-    wafer's worker runs at once (from the cluster file)."""
+    wafer's worker runs at once (from the cluster file). Compile slots: those the live compile
+    servers report, or the cluster file's `compile_servers` x `slots_per_server` when more;
+    `slots_per_tenant` 0 = all but one of them."""
     wafers = []
     for w in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
         allocs = tuple(
@@ -115,14 +119,14 @@ def build_snapshot(
         for t in session.execute(select(Tenant)).scalars()
     }
     compiling = sum(1 for j in jobs if j.state == "compiling")
-    live_servers = _live_compile_servers(session, now, stale_s)
-    slots = max(0, max(compile_servers, live_servers) * 2 - compiling)
+    total = max(compile_servers * slots_per_server, _live_compile_slots(session, now, stale_s))
     return Snapshot(
         wafers=tuple(wafers),
         tenants=tenants,
         jobs=tuple(to_policy_job(j) for j in jobs),
-        compile_slots_free=slots,
+        compile_slots_free=max(0, total - compiling),
         config=config,
+        compile_slots_per_tenant=slots_per_tenant or (total - 1 if total > 1 else 0),
     )
 
 
@@ -140,6 +144,6 @@ def _tenant_state(
     )
 
 
-def _live_compile_servers(session: Session, now: float, stale_s: float) -> int:
-    beats = session.execute(select(CompileServer.heartbeat_at)).scalars()
-    return sum(1 for b in beats if now - (_ts(b) or 0) < stale_s)
+def _live_compile_slots(session: Session, now: float, stale_s: float) -> int:
+    rows = session.execute(select(CompileServer.heartbeat_at, CompileServer.slots)).all()
+    return sum(slots or 1 for beat, slots in rows if now - (_ts(beat) or 0) < stale_s)
