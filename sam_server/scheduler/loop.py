@@ -41,6 +41,8 @@ class CycleStats:
     reaped: list[str] = field(default_factory=list)
     reused: int = 0
     seconds: float = 0.0
+    # wafer id -> (free PEs, largest free rectangle's PEs, fragmentation) after the plan
+    wafers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
 
 def policy_config(settings: Settings) -> PolicyConfig:
@@ -92,6 +94,10 @@ def run_cycle(
         )
         stats.compiles, stats.starts = len(decided.compiles), len(decided.starts)
         stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.waiting)
+        stats.wafers = {
+            w: (m.free_pes, m.largest_free_rect[0] * m.largest_free_rect[1], m.fragmentation)
+            for w, m in decided.wafer_metrics.items()
+        }
     stats.seconds = time.perf_counter() - started
     return stats
 
