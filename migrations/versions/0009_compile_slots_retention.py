@@ -23,10 +23,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("slots", sa.Integer(), nullable=False, server_default="1"))
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("history_purged_at", sa.DateTime(timezone=True)))
+        batch.add_column(sa.Column("history_summary", sa.JSON()))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("history_summary")
         batch.drop_column("history_purged_at")
     with op.batch_alter_table("compile_servers") as batch:
         batch.drop_column("slots")

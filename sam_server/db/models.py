@@ -138,6 +138,8 @@ class Job(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     # Set when retention deleted this ended job's logs and metrics (the row itself is kept).
     history_purged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What the purge removed: log lines, steps, total simulated cycles, final loss.
+    history_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     tenant: Mapped[Tenant] = relationship(lazy="joined")
     user: Mapped[User] = relationship(lazy="joined")
