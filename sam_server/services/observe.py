@@ -73,6 +73,8 @@ def explain(job: Job) -> dict[str, Any]:
         "position": data.get("position") if job.state in WAITING else None,
         "eta": data.get("eta") if job.state in WAITING else None,
         "priority": data.get("priority"),
+        # when the scheduler computed this explanation (deep in a long queue: up to a few cycles)
+        "planned_at": data.get("planned_at") if job.state in WAITING else None,
     }
 
 
