@@ -51,6 +51,8 @@ class ClusterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     wafers: list[WaferConfig] = Field(min_length=1)
     compile_servers: int = Field(default=1, ge=1)
+    # Compiles each compile server runs at once (`sam worker compile` runs that many threads).
+    compile_slots: int = Field(default=2, ge=1, le=64)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ClusterConfig:
@@ -101,6 +103,17 @@ class Settings(BaseSettings):
     checkpoint_keep: int = Field(default=3, ge=1)  # newest checkpoints kept per job
     scheduler_metrics_port: int = Field(default=0, ge=0, le=65535)  # its /metrics; 0 = off
     metrics_host: str = "127.0.0.1"  # where non-API processes serve /metrics
+    # compile servers' and wafer workers' /metrics: the first such process of `sam up` serves on
+    # this port, the next on port + 1, ...; 0 = off
+    compile_metrics_port: int = Field(default=0, ge=0, le=65535)
+    wafer_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Compile slots one tenant may hold at once; 0 = all but one when there are several (one
+    # tenant's slow models then never hold every slot while another tenant's compile waits).
+    compile_slots_per_tenant: int = Field(default=0, ge=0)
+    # Logs and step metrics of jobs ended longer ago than this are deleted (the job row, its
+    # attempts and its summary stay, for accounting); 0 = keep forever.
+    history_retention_days: float = Field(default=30.0, ge=0)
+    history_purge_every_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:

@@ -54,16 +54,39 @@ def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
     ]
 
 
+def _metrics_option(envvar: str):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--metrics-port",
+        default=0,
+        type=click.IntRange(0, 65535),
+        envvar=envvar,
+        show_default=True,
+        help="serve this process's Prometheus /metrics on this port (0 = off)",
+    )
+
+
 @worker.command("compile")
 @click.option(
-    "--concurrency", default=1, type=int, envvar="SAM_COMPILE_CONCURRENCY", show_default=True
+    "--concurrency",
+    default=None,
+    type=click.IntRange(min=1),
+    envvar="SAM_COMPILE_CONCURRENCY",
+    help="compiles run at once (default: compile_slots in the cluster file)",
 )
-def worker_compile(concurrency: int) -> None:
-    """A compile server: consumes the `compile` queue."""
+@_metrics_option("SAM_COMPILE_METRICS_PORT")
+def worker_compile(concurrency: int | None, metrics_port: int) -> None:
+    """A compile server: consumes the `compile` queue, `concurrency` compiles at once."""
+    from sam_server.config import get_settings
     from sam_worker.celery_app import get_celery
-    from sam_worker.compile_server import start_heartbeat
+    from sam_worker.compile_server import serve_metrics, set_slots, start_heartbeat
 
     _logging()
+    settings = get_settings()
+    if concurrency is None:
+        concurrency = settings.load_cluster().compile_slots
+    set_slots(concurrency)
+    if metrics_port:
+        serve_metrics(metrics_port, settings.metrics_host)
     start_heartbeat()
     _probe_sandbox()
     from compiler.sandbox import warm_sandbox
@@ -84,7 +107,8 @@ def worker_compile(concurrency: int) -> None:
     envvar="SAM_WAFER_CONCURRENCY",
     help="jobs run at once on this wafer (default: the wafer's max_jobs in the cluster file)",
 )
-def worker_wafer(wafer_id: str, concurrency: int | None) -> None:
+@_metrics_option("SAM_WAFER_METRICS_PORT")
+def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> None:
     """The worker of one simulated wafer: consumes the `wafer.<ID>` queue."""
     os.environ["SAM_WORKER_WAFER"] = wafer_id
     if concurrency is None:  # as many threads as regions the policy may place on the wafer
@@ -96,6 +120,11 @@ def worker_wafer(wafer_id: str, concurrency: int | None) -> None:
     _logging()
     _probe_sandbox()
     wafer = host()
+    wafer.slots = concurrency
+    if metrics_port:
+        from sam_server.config import get_settings
+
+        wafer.serve_metrics(metrics_port, get_settings().metrics_host)
     wafer.beat()
     wafer.start_heartbeat()
     name = f"wafer-{wafer_id}-{os.getpid()}@{socket.gethostname()}"

@@ -75,11 +75,21 @@ class Cluster:
             Part("scheduler", ["scheduler"]),
         ]
         self.parts += [
-            Part(f"compile-{i}", ["worker", "compile"]) for i in range(cluster.compile_servers)
+            Part(f"compile-{i}", ["worker", "compile", *self._metrics_port("compile", i)])
+            for i in range(cluster.compile_servers)
         ]
         self.parts += [
-            Part(f"wafer-{w.id}", ["worker", "wafer", "--wafer", w.id]) for w in cluster.wafers
+            Part(
+                f"wafer-{w.id}",
+                ["worker", "wafer", "--wafer", w.id, *self._metrics_port("wafer", i)],
+            )
+            for i, w in enumerate(cluster.wafers)
         ]
+
+    def _metrics_port(self, kind: str, index: int) -> list[str]:
+        """`--metrics-port` of the index-th worker of `kind`: the configured base port + index."""
+        base = getattr(self.settings, f"{kind}_metrics_port")
+        return ["--metrics-port", str(base + index)] if base else []
 
     @property
     def url(self) -> str:

@@ -4,12 +4,17 @@ simulator, and record the outcome through the services again."""
 from __future__ import annotations
 
 import logging
+import time
+
+from sqlalchemy import func, select
 
 from sam_server.config import get_settings
+from sam_server.db.models import JobEvent
 from sam_server.db.session import session_scope
+from sam_server.db.types import as_utc, utcnow
 from sam_server.services import lifecycle
 from sam_worker.celery_app import app
-from sam_worker.compile_server import count
+from sam_worker.compile_server import QUEUE_WAIT, count, record
 from sam_worker.identity import WORKER_ID
 from sam_worker.lease import LeaseKeeper
 
@@ -28,9 +33,18 @@ def compile_task(job_id: str) -> str:
         claim = lifecycle.claim_compile(
             session, job_id=job_id, owner=owner, lease_s=settings.lease_s
         )
+        sent_at = session.execute(
+            select(func.max(JobEvent.at)).where(
+                JobEvent.job_id == job_id, JobEvent.to_state == "compiling"
+            )
+        ).scalar_one_or_none()
     if claim is None:
         return "skipped"
+    sent = as_utc(sent_at)
+    if sent is not None:
+        QUEUE_WAIT.observe(max(0.0, (utcnow() - sent).total_seconds()))
     count("busy")
+    began = time.monotonic()
     try:
         with LeaseKeeper(
             url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s
@@ -41,6 +55,8 @@ def compile_task(job_id: str) -> str:
     count("compiles")
     if result and result["cache_hit"]:
         count("cache_hits")
+    outcome = "failed" if result is None else "cache_hit" if result["cache_hit"] else "succeeded"
+    record(outcome, time.monotonic() - began)
     with session_scope(url) as session:
         state = lifecycle.finish_compile(
             session, job_id=job_id, owner=owner, result=result, error=error

@@ -8,12 +8,67 @@ import threading
 from functools import lru_cache
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+
 from sam_server.config import get_settings
 from sam_server.db.session import session_scope
 from sam_server.services.lifecycle import heartbeat_wafer
 from sam_worker.identity import WORKER_ID
 
 log = logging.getLogger("sam.worker.wafer")
+
+REGISTRY = CollectorRegistry()
+STEPS = Counter(
+    "sam_wafer_steps",
+    "Training steps run on this wafer (rate() of it: steps per second)",
+    ["wafer"],
+    registry=REGISTRY,
+)
+CHECKPOINT = Histogram(
+    "sam_wafer_checkpoint_flush_seconds",
+    "Recording a job's progress and newest checkpoint (hash, database, pruning)",
+    ["wafer"],
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5),
+)
+
+
+class _WaferGauges:
+    """Read at scrape time from the wafer's region table: jobs running, PEs, SRAM, fragmentation."""
+
+    def __init__(self, wafer_host: WaferHost) -> None:
+        self.host = wafer_host
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from sam_server.scheduling.geometry import FreeSpace
+
+        h = self.host
+        with h.lock:
+            regions = list(h.wafer.regions.values())
+            rects = [(r.row, r.col, r.rows, r.cols) for r in regions]
+            sram = sum(float(h.wafer.xp.to_numpy(r.sram_used).sum()) for r in regions)
+        space = FreeSpace.of(h.rows, h.cols, rects)
+        facts = [
+            ("sam_wafer_jobs_running", "Jobs running on this wafer now", len(regions)),
+            ("sam_wafer_job_slots", "Jobs this wafer's worker runs at once", h.slots),
+            ("sam_wafer_pes", "PEs of this wafer", h.rows * h.cols),
+            (
+                "sam_wafer_pes_allocated",
+                "PEs in the regions of running jobs",
+                h.rows * h.cols - space.free_pes,
+            ),
+            ("sam_wafer_sram_used_bytes", "SRAM the running jobs hold, all PEs together", sram),
+            (
+                "sam_wafer_fragmentation_ratio",
+                "1 - largest free rectangle / free PEs (0 when nothing or one rectangle is free)",
+                space.fragmentation(),
+            ),
+        ]
+        for name, doc, value in facts:
+            gauge = GaugeMetricFamily(name, doc, labels=["wafer"])
+            gauge.add_metric([h.wafer_id], value)
+            yield gauge
 
 
 class WaferHost:
@@ -37,6 +92,15 @@ class WaferHost:
         self.wafer = Wafer(cfg.arch, rows=self.rows, cols=self.cols)
         self.lock = threading.Lock()  # the wafer's region table is shared by the worker's threads
         self._stop = threading.Event()
+        self.slots = cfg.max_jobs  # the worker's threads (`sam worker wafer` sets the real count)
+        self.steps = STEPS.labels(self.wafer_id)
+        self.checkpoint_seconds = CHECKPOINT.labels(self.wafer_id)
+
+    def serve_metrics(self, port: int, host: str) -> None:
+        """/metrics of this wafer worker on `port` (a thread of this process)."""
+        REGISTRY.register(_WaferGauges(self))
+        start_http_server(port, addr=host, registry=REGISTRY)
+        log.info("wafer %s metrics on http://%s:%d/metrics", self.wafer_id, host, port)
 
     def load(self, artifact: Any, rect: tuple[int, int, int, int], *, owner: str) -> Any:
         from wse_sim import runtime

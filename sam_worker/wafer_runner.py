@@ -66,8 +66,12 @@ class StepReporter:
         if run_opts.get("checkpoint_dir"):
             self.keep_checkpoints = 0  # the user named where they go: the user's to keep
         self.keep_recent, self.chunk_steps = scale.metrics_recent_steps, scale.metrics_chunk_steps
+        self.step_counter: Any = None  # this wafer's steps counter (Prometheus), when set
+        self.flush_timer: Any = None  # this wafer's checkpoint/flush histogram, when set
 
     def on_step(self, rec: Any) -> None:
+        if self.step_counter is not None:
+            self.step_counter.inc()
         loss = float(rec.loss)
         self.max_step = max(self.max_step, int(rec.step))
         cycles, per_s = self._with_input_wait(rec)
@@ -126,7 +130,7 @@ class StepReporter:
 
         steps, lines = self.steps, self.lines
         self.steps, self.lines = [], []
-        self.last_flush = time.monotonic()
+        self.last_flush = began = time.monotonic()
         newest = self._own_newest_checkpoint()
         with session_scope(self.url) as session:
             ok = lifecycle.record_steps(
@@ -146,6 +150,8 @@ class StepReporter:
                 self.noted_ckpt = newest[0]
                 prune_checkpoints(self.ckpt_dir, self.keep_checkpoints)
         self.lost = self.lost or not ok
+        if self.flush_timer is not None:
+            self.flush_timer.observe(time.monotonic() - began)
 
     def _own_newest_checkpoint(self) -> tuple[int, str | None] | None:
         """(step, sha256) of the newest checkpoint this attempt can have written (never one of a
@@ -213,6 +219,8 @@ def _train(
         run_opts=run_opts,
         timeline=_input_timeline(claim.spec),
     )
+    reporter.step_counter = getattr(wafer, "steps", None)
+    reporter.flush_timer = getattr(wafer, "checkpoint_seconds", None)
     claim, error = _artifact_for_region(claim, settings)
     if error is not None:
         return "failed", error, None

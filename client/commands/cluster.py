@@ -10,7 +10,7 @@ from client.commands.options import connection_options, echo_data, open_client, 
 from client.occupancy import render_wafer_map
 from client.output import render_key_values, render_table
 
-WAFER_COLUMNS = ["WAFER", "ARCH", "SIZE", "STATE", "FREE_PES", "USED", "JOBS"]
+WAFER_COLUMNS = ["WAFER", "ARCH", "SIZE", "STATE", "FREE_PES", "USED", "JOBS", "FRAG"]
 
 
 @click.command()
@@ -40,7 +40,8 @@ def cluster(no_map: bool, output: str, url: str | None, token: str | None) -> No
 
 
 def wafer_row(wafer: dict[str, Any]) -> list[Any]:
-    """One table row: id, arch, size, state, free PEs, percent used, number of jobs."""
+    """One table row: id, arch, size, state, free PEs, percent used, number of jobs, and
+    fragmentation (1 - largest free rectangle / free PEs; absent from older servers)."""
     rows, cols = int(wafer.get("rows") or 0), int(wafer.get("cols") or 0)
     total = rows * cols
     free = wafer.get("free_pes")
@@ -57,6 +58,7 @@ def wafer_row(wafer: dict[str, Any]) -> list[Any]:
         free,
         used,
         len(wafer.get("allocations") or []),
+        wafer.get("fragmentation"),
     ]
 
 

@@ -25,6 +25,12 @@ def metrics(job_id: str, last: int | None, output: str, url: str | None, token: 
         echo_data(data, output)
         return
     steps = data.get("steps") or []
+    if data.get("purged_at"):
+        click.echo(
+            f"the step metrics of {job_id} were deleted on {data['purged_at']} by the retention "
+            "policy; the summary below remains",
+            err=True,
+        )
     shown = steps[-last:] if last else steps  # an older server sends every step
     rows = [
         [

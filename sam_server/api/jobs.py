@@ -153,8 +153,13 @@ async def logs(
             lines = history.log_lines(session, job=job, tail=tail, since=since)
             last = lines[-1].id if lines else history.last_log_id(session, job=job)
             text = "".join(observe.format_log(line) + "\n" for line in lines)
+            notice = history.purged_notice(job)
         # The id a follower sends as Last-Event-ID to continue right after this text.
-        return PlainTextResponse(text, headers={"X-Last-Event-ID": str(last)})
+        headers = {"X-Last-Event-ID": str(last)}
+        if notice is not None:  # retention deleted the log: say so rather than show nothing
+            text = notice + "\n" + text
+            headers["X-SAM-History-Purged"] = "true"
+        return PlainTextResponse(text, headers=headers)
 
     return await anyio.to_thread.run_sync(read)
 

@@ -136,6 +136,10 @@ class Job(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(128))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     version: Mapped[int] = mapped_column(Integer, default=0)
+    # Set when retention deleted this ended job's logs and metrics (the row itself is kept).
+    history_purged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What the purge removed: log lines, steps, total simulated cycles, final loss.
+    history_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     tenant: Mapped[Tenant] = relationship(lazy="joined")
     user: Mapped[User] = relationship(lazy="joined")
@@ -244,6 +248,7 @@ class CompileServer(Base):
     busy: Mapped[int] = mapped_column(Integer, default=0)
     compiles: Mapped[int] = mapped_column(Integer, default=0)
     cache_hits: Mapped[int] = mapped_column(Integer, default=0)
+    slots: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # compiles at once
 
 
 class OutboxMessage(Base):

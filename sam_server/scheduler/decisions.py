@@ -5,9 +5,11 @@ All of it happens in the caller's transaction; the messages are sent only after 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobAttempt, JobLog, OutboxMessage
@@ -21,15 +23,26 @@ def wafer_queue(wafer_id: str) -> str:
     return f"wafer.{wafer_id}"
 
 
+# Explanations written each cycle: the first EXPLAIN_DEPTH waiting jobs in queue order (what
+# `sam queue` shows first), every job whose first reason changed, and a rotating slice of
+# EXPLAIN_REFRESH others, so at 100,000 waiting jobs a cycle does not rewrite 100,000 rows
+# (each stored explanation carries the time it was planned).
+EXPLAIN_DEPTH = 1000
+EXPLAIN_REFRESH = 2000
+_refresh_cursor = {"at": 0}
+
+
 def apply_plan(
-    session: Session, plan: Plan, jobs: dict[str, Job], *, dispatch_timeout_s: float
+    session: Session, plan: Plan, jobs: Mapping[str, Any], *, dispatch_timeout_s: float
 ) -> int:
-    """Apply every decision of `plan`; returns how many messages were queued for dispatch."""
+    """Apply every decision of `plan`; returns how many messages were queued for dispatch.
+    `jobs` are the cycle's rows of the active jobs (their `reason` decides which explanations
+    are rewritten); the jobs a decision changes are loaded here."""
     sent = 0
     deadline = utcnow() + timedelta(seconds=dispatch_timeout_s)
     for job_id in plan.compiles:
-        job = jobs[str(job_id)]
-        if job.state == JobState.QUEUED.value:
+        job = session.get(Job, str(job_id))
+        if job is not None and job.state == JobState.QUEUED.value:
             job.reason, job.lease_owner, job.lease_expires_at = "Compiling", None, deadline
             transition(session, job, JobState.COMPILING, reason="sent to a compile server")
             session.add(
@@ -37,8 +50,8 @@ def apply_plan(
             )
             sent += 1
     for start in plan.starts:
-        job = jobs[str(start.job_id)]
-        if job.state == JobState.PENDING.value:
+        job = session.get(Job, str(start.job_id))
+        if job is not None and job.state == JobState.PENDING.value:
             _start(
                 session,
                 job,
@@ -48,8 +61,8 @@ def apply_plan(
             )
             sent += 1
     for pre in plan.preemptions:
-        job = jobs[str(pre.job_id)]
-        if job.state == JobState.RUNNING.value and not job.preempt_requested:
+        job = session.get(Job, str(pre.job_id))
+        if job is not None and job.state == JobState.RUNNING.value and not job.preempt_requested:
             job.preempt_requested = True
             session.add(
                 JobLog(
@@ -58,11 +71,37 @@ def apply_plan(
                     line=f"preempted for job {pre.for_job_id}: {pre.reason}; checkpointing",
                 )
             )
-    for job_id, info in plan.waiting.items():
-        waiting = jobs.get(str(job_id))
-        if waiting is not None and waiting.state in ("queued", "compiling", "pending"):
-            _explain(waiting, info)
+    session.flush()
+    write_explanations(session, plan, jobs)
     return sent
+
+
+def write_explanations(session: Session, plan: Plan, jobs: Mapping[str, Any]) -> int:
+    """Store the explanations chosen (see EXPLAIN_DEPTH) in one batched UPDATE; returns how many."""
+    decided = {str(j) for j in plan.compiles} | {str(s.job_id) for s in plan.starts}
+    items = list(plan.waiting.items())
+    cursor = _refresh_cursor["at"] if _refresh_cursor["at"] < len(items) else EXPLAIN_DEPTH
+    window = range(cursor, cursor + EXPLAIN_REFRESH)
+    _refresh_cursor["at"] = cursor + EXPLAIN_REFRESH
+    planned_at = utcnow().isoformat()
+    rows = []
+    for k, (job_id, info) in enumerate(items):
+        key = str(job_id)
+        row = jobs.get(key)
+        if row is None or key in decided or row.state not in ("queued", "compiling", "pending"):
+            continue
+        code = info.reasons[0].code if info.reasons else None
+        if k < EXPLAIN_DEPTH or k in window or code != row.reason:
+            rows.append({"_id": key, "explain": _explain(info, planned_at), "reason": code})
+    if rows:
+        table: Table = Job.__table__  # type: ignore[assignment]
+        session.execute(
+            update(table)
+            .where(table.c.id == bindparam("_id"))
+            .values(explain=bindparam("explain"), reason=bindparam("reason")),
+            rows,
+        )
+    return len(rows)
 
 
 def _start(
@@ -115,9 +154,9 @@ def _start(
     )
 
 
-def _explain(job: Job, info: JobExplain) -> None:
+def _explain(info: JobExplain, planned_at: str) -> dict[str, Any]:
     eta = datetime.fromtimestamp(info.eta, UTC).isoformat() if info.eta is not None else None
-    data: dict[str, Any] = {
+    return {
         "position": info.position,
         "reasons": [{"code": r.code, "message": r.message} for r in info.reasons],
         "eta": eta,
@@ -126,7 +165,5 @@ def _explain(job: Job, info: JobExplain) -> None:
             "factors": {k: round(v, 4) for k, v in info.priority.factors.items()},
             "weighted": {k: round(v, 3) for k, v in info.priority.weighted.items()},
         },
+        "planned_at": planned_at,
     }
-    if job.explain != data:
-        job.explain = data
-        job.reason = info.reasons[0].code if info.reasons else None

@@ -27,6 +27,7 @@ from sam_server.scheduler.reuse import reuse_compiled
 from sam_server.scheduler.snapshot import build_snapshot, load_active_jobs
 from sam_server.scheduler.usage import charge_usage
 from sam_server.scheduling import PolicyConfig, plan
+from sam_server.services.history import purge_ended
 from sam_server.services.observe import expire_compile_servers
 
 log = logging.getLogger("sam.scheduler")
@@ -41,6 +42,8 @@ class CycleStats:
     reaped: list[str] = field(default_factory=list)
     reused: int = 0
     seconds: float = 0.0
+    # wafer id -> (free PEs, largest free rectangle's PEs, fragmentation) after the plan
+    wafers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
 
 def policy_config(settings: Settings) -> PolicyConfig:
@@ -83,6 +86,8 @@ def run_cycle(
             compile_servers=compile_servers,
             stale_s=settings.heartbeat_s * 3,
             max_jobs=max_jobs,
+            slots_per_server=cluster.compile_slots,
+            slots_per_tenant=settings.compile_slots_per_tenant,
         )
         decided = plan(snapshot, now, config)
         apply_plan(
@@ -90,6 +95,10 @@ def run_cycle(
         )
         stats.compiles, stats.starts = len(decided.compiles), len(decided.starts)
         stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.waiting)
+        stats.wafers = {
+            w: (m.free_pes, m.largest_free_rect[0] * m.largest_free_rect[1], m.fragmentation)
+            for w, m in decided.wafer_metrics.items()
+        }
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -137,6 +146,20 @@ def celery_sender():  # type: ignore[no-untyped-def]
     return send
 
 
+def purge_history(settings: Settings) -> int:
+    """Retention: delete the logs and step metrics of jobs ended more than
+    `history_retention_days` ago (in batches, until none is left); returns how many jobs."""
+    if settings.history_retention_days <= 0:
+        return 0
+    purged = 0
+    while True:
+        with session_scope(settings.resolved_database_url) as session:
+            ids = purge_ended(session, older_than_s=settings.history_retention_days * 86400)
+        purged += len(ids)
+        if not ids:
+            return purged
+
+
 def _event_marker(session: Session) -> int:
     return int(session.execute(select(func.coalesce(func.max(JobEvent.id), 0))).scalar_one())
 
@@ -150,7 +173,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: stopping.update(now=True))
-    last_marker, last_cycle = -1, 0.0
+    last_marker, last_cycle, last_purge = -1, 0.0, 0.0
     metrics = SchedulerMetrics(sessionmaker(engine_for(settings.resolved_database_url)))
     if settings.scheduler_metrics_port:
         metrics.serve(settings.scheduler_metrics_port, settings.metrics_host)
@@ -177,6 +200,10 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
                         stats.seconds,
                     )
             dispatch_outbox(settings, send)
+            if time.monotonic() - last_purge >= settings.history_purge_every_s:
+                last_purge = time.monotonic()
+                if purged := purge_history(settings):
+                    log.info("retention: purged the logs and metrics of %d ended jobs", purged)
         except Exception:  # noqa: BLE001 - a cycle failure (database restarting) is retried
             log.exception("scheduling cycle failed; retrying")
             time.sleep(1.0)

@@ -1,13 +1,14 @@
 """The scheduler's Prometheus metrics, served on its own port (`SAM_SCHEDULER_METRICS_PORT`,
 0 = off): cycle duration, placements, preemptions, compiles dispatched, leases reaped, and the
-queue depth by tenant and reason read from the database at scrape time."""
+queue depth by tenant and reason read from the database at scrape time, and each wafer's free
+PEs, largest free rectangle and fragmentation after the last cycle."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
@@ -62,6 +63,24 @@ class SchedulerMetrics:
         self.reaped = Counter(
             "sam_scheduler_leases_reaped", "Expired leases requeued", registry=reg
         )
+        self.free_pes = Gauge(
+            "sam_scheduler_wafer_free_pes",
+            "Free PEs of a wafer after the last cycle",
+            ["wafer"],
+            registry=reg,
+        )
+        self.largest_free = Gauge(
+            "sam_scheduler_wafer_largest_free_rect_pes",
+            "PEs of a wafer's largest free rectangle after the last cycle",
+            ["wafer"],
+            registry=reg,
+        )
+        self.fragmentation = Gauge(
+            "sam_scheduler_wafer_fragmentation_ratio",
+            "1 - largest free rectangle / free PEs of a wafer after the last cycle",
+            ["wafer"],
+            registry=reg,
+        )
         if sessions is not None:
             reg.register(_QueueDepth(sessions))
 
@@ -72,6 +91,10 @@ class SchedulerMetrics:
         self.preemptions.inc(stats.preemptions)
         self.compiles.inc(stats.compiles)
         self.reaped.inc(len(stats.reaped))
+        for wafer, (free, largest, frag) in getattr(stats, "wafers", {}).items():
+            self.free_pes.labels(wafer).set(free)
+            self.largest_free.labels(wafer).set(largest)
+            self.fragmentation.labels(wafer).set(frag)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose /metrics on `port` (a thread of this process)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -9,7 +11,7 @@ from sam_server.db.models import Job
 from sam_server.services.lifecycle import reuse_artifact
 
 
-def reuse_compiled(session: Session, jobs: list[Job]) -> int:
+def reuse_compiled(session: Session, jobs: list[Any]) -> int:
     """Give every queued job with a known artifact (same `compile_hash`) that artifact."""
     queued = [j for j in jobs if j.state == "queued" and j.compile_hash and not j.cancel_requested]
     if not queued:
@@ -27,6 +29,10 @@ def reuse_compiled(session: Session, jobs: list[Job]) -> int:
     for job in queued:
         if job.compile_hash in known:
             key, summary = known[job.compile_hash]
-            reuse_artifact(session, job, artifact=key, summary=summary)
+            row = session.get(Job, job.id)  # `jobs` are the cycle's plain rows
+            if row is None or row.state != "queued":
+                continue
+            reuse_artifact(session, row, artifact=key, summary=summary)
+            job.state = row.state  # the snapshot sees the job as the database now has it
             reused += 1
     return reused

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import Job, Tenant, User
+from sam_server.db.models import Tenant, User
 from sam_server.db.types import as_utc, utcnow
 from sam_server.scheduling import update_usage
 
 
-def charge_usage(session: Session, jobs: list[Job], *, half_life_s: float) -> None:
+def charge_usage(session: Session, jobs: list[Any], *, half_life_s: float) -> None:
     """Advance every tenant's (and user's) decayed usage to now, adding the PEs held since."""
     now = utcnow()
     tenant_pes: dict[int, float] = defaultdict(float)

@@ -175,6 +175,8 @@ class Snapshot:
     jobs: tuple[Job, ...]
     compile_slots_free: int = 0
     config: PolicyConfig = field(default_factory=PolicyConfig)
+    # Compiles one tenant may have in flight at once (0 = no limit besides the free slots).
+    compile_slots_per_tenant: int = 0
 
 
 @dataclass(frozen=True)

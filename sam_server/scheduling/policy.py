@@ -17,6 +17,7 @@ snapshot always gives the same plan.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
@@ -324,14 +325,52 @@ def _may_preempt(cycle: _Cycle, job: Job) -> bool:
     return True
 
 
-def _compiles(ordered: list[Job], slots: int, ledger: QuotaLedger) -> list[JobId]:
-    """The highest-priority queued jobs (not held by max_queued_jobs) for the free slots."""
-    chosen: list[JobId] = []
+def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger) -> list[Job]:
+    """The queued jobs in the order they get compile slots: fair between tenants.
+
+    Each next place goes to the tenant with the fewest compiles in flight or already placed
+    ahead (ties: the tenant whose next job comes first in `ordered`), so one tenant's many or
+    slow models cannot queue ahead of every other tenant's compile. Within a tenant, `ordered`.
+    """
+    per_tenant: dict[str, list[Job]] = {}
     for job in ordered:
-        if len(chosen) >= slots:
-            break
         if job.state == "queued" and job.id not in ledger.over_queued:
-            chosen.append(job.id)
+            per_tenant.setdefault(job.tenant, []).append(job)
+    load: dict[str, int] = {}
+    for job in jobs:
+        if job.state == "compiling":
+            load[job.tenant] = load.get(job.tenant, 0) + 1
+    rank = {id(j): k for k, j in enumerate(ordered)}
+    heap = [(load.get(t, 0), rank[id(q[0])], t) for t, q in per_tenant.items()]
+    heapq.heapify(heap)
+    taken = dict.fromkeys(per_tenant, 0)
+    out: list[Job] = []
+    while heap:
+        n, _, tenant = heapq.heappop(heap)
+        queue = per_tenant[tenant]
+        out.append(queue[taken[tenant]])
+        taken[tenant] += 1
+        if taken[tenant] < len(queue):
+            heapq.heappush(heap, (n + 1, rank[id(queue[taken[tenant]])], tenant))
+    return out
+
+
+def _compiles(queue: list[Job], snapshot: Snapshot) -> list[JobId]:
+    """The first jobs of the compile queue for the free slots, each tenant within its cap."""
+    cap = snapshot.compile_slots_per_tenant
+    held: dict[str, int] = {}
+    if cap:
+        for job in snapshot.jobs:
+            if job.state == "compiling":
+                held[job.tenant] = held.get(job.tenant, 0) + 1
+    chosen: list[JobId] = []
+    for job in queue:
+        if len(chosen) >= snapshot.compile_slots_free:
+            break
+        if cap and held.get(job.tenant, 0) >= cap:
+            continue
+        held[job.tenant] = held.get(job.tenant, 0) + 1
+        chosen.append(job.id)
     return chosen
 
 
@@ -353,7 +392,8 @@ def plan(
         calc = PriorityCalculator(snapshot.tenants, cluster_pes, config)
         prios = {j.id: calc.breakdown(j, now) for j in waiting}
     ordered = sorted(waiting, key=lambda j: _order_key(j, prios.get(j.id), config))
-    compiles = _compiles(ordered, snapshot.compile_slots_free, cycle.ledger)
+    queue = compile_queue(ordered, snapshot.jobs, cycle.ledger)
+    compiles = _compiles(queue, snapshot)
     _schedule_pending(cycle, _oldest_first([j for j in ordered if j.state == "pending"], cycle))
     started = {s.job_id for s in cycle.starts}
     left = [j for j in ordered if j.id not in started] if explain else []
@@ -361,7 +401,7 @@ def plan(
         compiles=compiles,
         starts=cycle.starts,
         preemptions=cycle.preemptions,
-        waiting=_explain_all(cycle, left, prios, set(compiles)) if explain else {},
+        waiting=_explain_all(cycle, left, prios, set(compiles), queue) if explain else {},
         reservation=cycle.reservation,
         wafer_metrics=_metrics(cycle),
         order=[j.id for j in left],
@@ -370,9 +410,18 @@ def plan(
 
 
 def _explain_all(
-    cycle: _Cycle, left: list[Job], prios: dict[JobId, PriorityBreakdown], dispatched: set[JobId]
+    cycle: _Cycle,
+    left: list[Job],
+    prios: dict[JobId, PriorityBreakdown],
+    dispatched: set[JobId],
+    compile_order: list[Job],
 ) -> dict[JobId, JobExplain]:
-    """JobExplain for every job left waiting, in queue order."""
+    """JobExplain for every job left waiting, in queue order; a queued job's compiles ahead
+    are counted in the compile queue (fair between tenants), not in the priority order."""
+    ahead: dict[JobId, int] = {}
+    for job in compile_order:
+        if job.id not in dispatched:
+            ahead[job.id] = len(ahead)
     wafers = cycle.snapshot.wafers
     view = ClusterView(
         spaces=cycle.spaces,
@@ -402,7 +451,8 @@ def _explain_all(
     out: dict[JobId, JobExplain] = {}
     pending_ahead = queued_ahead = 0
     for position, job in enumerate(left, start=1):
-        why = job_reasons(job, view, cycle.ledger, pending_ahead, queued_ahead, cycle.now)
+        compiles_ahead = ahead.get(job.id, queued_ahead)
+        why = job_reasons(job, view, cycle.ledger, pending_ahead, compiles_ahead, cycle.now)
         out[job.id] = JobExplain(position, prios[job.id], why, etas[job.id])
         pending_ahead += job.state == "pending"
         queued_ahead += job.state == "queued" and job.id not in dispatched

@@ -56,7 +56,9 @@ def compile_pending(slots_ahead: int, dispatched: bool) -> Reason:
     if dispatched:
         return Reason(COMPILE_PENDING, "sent to a compile server this cycle")
     return Reason(
-        COMPILE_PENDING, f"waiting for a free compile server; {slots_ahead} compiles ahead"
+        COMPILE_PENDING,
+        f"waiting for a free compile server; position {slots_ahead + 1} in the compile queue "
+        f"({slots_ahead} compiles ahead; tenants share the slots fairly)",
     )
 
 

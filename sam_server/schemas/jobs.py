@@ -142,4 +142,6 @@ def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
         },
         "error": error,
         "compile": compile_info,
+        # set once retention deleted this ended job's logs and step metrics
+        "history_purged_at": iso(getattr(job, "history_purged_at", None)),
     }

@@ -7,15 +7,16 @@ import math
 import sys
 import zlib
 from array import array
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobLog, JobMetric, JobMetricChunk
-from sam_server.db.types import as_utc
+from sam_server.db.types import as_utc, utcnow
 from sam_server.services.observe import epoch_summaries
+from sam_server.services.transitions import TERMINAL
 
 # Column layout of a packed chunk: (name, array typecode). Columns, not rows: each column is
 # smooth (steps count up, cycles repeat), so zlib shrinks them far better.
@@ -176,14 +177,20 @@ def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str,
     if last is not None:
         steps = steps[-last:] if steps else steps
     per_epoch = int((job.spec.get("run_options") or {}).get("steps_per_epoch") or 0)
+    purged_at = as_utc(job.history_purged_at)
+    purged = job.history_summary if purged_at is not None else None
     return {
         "job_id": job.id,
         "steps": steps,
         # over the steps returned: with `last`, only the epochs those steps belong to
         "epochs": epoch_summaries(steps, per_epoch),
         "total_steps": job.total_steps,
-        "total_sim_cycles": _total_cycles(session, job.id),
-        "final_loss": steps[-1]["loss"] if steps else None,
+        "total_sim_cycles": (purged or {}).get("total_sim_cycles")
+        or _total_cycles(session, job.id),
+        "final_loss": steps[-1]["loss"] if steps else (purged or {}).get("final_loss"),
+        # set when retention deleted the steps (then `steps` is empty): when, and what it held
+        "purged_at": purged_at.isoformat() if purged_at is not None else None,
+        "purged": purged,
     }
 
 
@@ -202,3 +209,72 @@ def _total_cycles(session: Session, job_id: str) -> int:
         )
     ).scalar_one()
     return int(rows) + int(chunks)
+
+
+def purge_ended(session: Session, *, older_than_s: float, limit: int = 200) -> list[str]:
+    """Retention: delete the log lines and step metrics of up to `limit` jobs that ended more
+    than `older_than_s` seconds ago; returns their ids. The job row stays (state, times, error,
+    progress, report, attempts: what accounting needs), with `history_purged_at` and a
+    `history_summary` of what was removed, so a user is told the history was purged instead of
+    being shown an empty log."""
+    cutoff = utcnow() - timedelta(seconds=older_than_s)
+    jobs = list(
+        session.execute(
+            select(Job)
+            .where(
+                Job.state.in_([s.value for s in TERMINAL]),
+                Job.finished_at < cutoff,
+                Job.history_purged_at.is_(None),
+            )
+            .order_by(Job.finished_at)
+            .limit(limit)
+        ).scalars()
+    )
+    ids = [j.id for j in jobs]
+    if not ids:
+        return []
+    count_of = {
+        model: dict(
+            session.execute(
+                select(model.job_id, func.count())
+                .where(model.job_id.in_(ids))
+                .group_by(model.job_id)
+            ).all()
+        )
+        for model in (JobLog, JobMetric)
+    }
+    packed_steps: dict[str, int] = {}
+    for job_id, first, last in session.execute(
+        select(JobMetricChunk.job_id, JobMetricChunk.first_step, JobMetricChunk.last_step).where(
+            JobMetricChunk.job_id.in_(ids)
+        )
+    ):
+        packed_steps[job_id] = packed_steps.get(job_id, 0) + last - first + 1
+    now = utcnow()
+    for job in jobs:
+        job.history_summary = {
+            "log_lines": int(count_of[JobLog].get(job.id, 0)),
+            "steps": int(count_of[JobMetric].get(job.id, 0)) + packed_steps.get(job.id, 0),
+            "total_sim_cycles": _total_cycles(session, job.id),
+            "final_loss": job.progress_loss,
+            "retention_days": round(older_than_s / 86400, 3),
+        }
+        job.history_purged_at = now
+    for model in (JobLog, JobMetric, JobMetricChunk):
+        session.execute(delete(model).where(model.job_id.in_(ids)))
+    return ids
+
+
+def purged_notice(job: Job) -> str | None:
+    """The line shown in place of a purged job's log, or None when it was not purged."""
+    when = as_utc(job.history_purged_at)
+    if when is None:
+        return None
+    summary = job.history_summary or {}
+    return (
+        f"[the log ({summary.get('log_lines', '?')} lines) and step metrics "
+        f"({summary.get('steps', '?')} steps) of job {job.id} were deleted on "
+        f"{when.isoformat(timespec='seconds')} by the retention policy "
+        f"(ended jobs keep them {summary.get('retention_days', '?')} days); "
+        "the job's state, times, progress and report remain]"
+    )

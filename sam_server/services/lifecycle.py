@@ -364,11 +364,18 @@ def heartbeat_wafer(
 
 
 def heartbeat_compile_server(
-    session: Session, *, server_id: str, busy: int, compiles: int, cache_hits: int
+    session: Session,
+    *,
+    server_id: str,
+    busy: int,
+    compiles: int,
+    cache_hits: int,
+    slots: int = 1,
 ) -> None:
-    """A compile server's liveness and counters."""
+    """A compile server's liveness, compile slots and counters."""
     row = session.get(CompileServer, server_id)
     if row is None:
         row = CompileServer(id=server_id)
         session.add(row)
     row.heartbeat_at, row.busy, row.compiles, row.cache_hits = utcnow(), busy, compiles, cache_hits
+    row.slots = slots

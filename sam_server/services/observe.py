@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, JobLog, Wafer
 from sam_server.db.types import as_utc, utcnow
+from sam_server.scheduling.geometry import FreeSpace
 from sam_server.schemas.jobs import job_view
 from sam_server.services.auth import Principal
 from sam_server.services.transitions import TERMINAL, JobState
@@ -72,6 +73,8 @@ def explain(job: Job) -> dict[str, Any]:
         "position": data.get("position") if job.state in WAITING else None,
         "eta": data.get("eta") if job.state in WAITING else None,
         "priority": data.get("priority"),
+        # when the scheduler computed this explanation (deep in a long queue: up to a few cycles)
+        "planned_at": data.get("planned_at") if job.state in WAITING else None,
     }
 
 
@@ -124,6 +127,16 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
             )
         used = sum(int(a["rows"] or 0) * int(a["cols"] or 0) for a in allocs)
         online = wafer_online(wafer, stale_s=stale_s)
+        space = FreeSpace.of(
+            wafer.rows,
+            wafer.cols,
+            [
+                (int(a["row"] or 0), int(a["col"] or 0), int(a["rows"] or 0), int(a["cols"] or 0))
+                for a in allocs
+                if a["rows"] and a["cols"]
+            ],
+        )
+        lr, lc = space.largest_free_rect()
         out.append(
             {
                 "id": wafer.id,
@@ -132,6 +145,9 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
                 "cols": wafer.cols,
                 "state": "online" if online else "offline",
                 "free_pes": wafer.rows * wafer.cols - used,
+                "largest_free_rect": {"rows": lr, "cols": lc},
+                # 1 - largest free rectangle / free PEs: 0 when the free PEs form one rectangle
+                "fragmentation": round(space.fragmentation(), 4),
                 "allocations": allocs,
             }
         )
@@ -152,6 +168,7 @@ def compile_server_view(server: CompileServer, *, stale_s: float) -> dict[str, A
         "state": "online" if online else "offline",
         "heartbeat_at": beat,
         "busy": server.busy if online else 0,
+        "slots": server.slots,
         "compiles": server.compiles,
         "cache_hits": server.cache_hits,
     }

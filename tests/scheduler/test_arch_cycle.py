@@ -17,7 +17,7 @@ WAFERS = (("a2", "wse2"), ("b3", "wse3"))
 def mixed_settings(settings, tmp_path):  # type: ignore[no-untyped-def]
     path = tmp_path / "cluster.yaml"
     lines = [f"  - {{id: {w}, arch: {a}, rows: 16, cols: 16}}" for w, a in WAFERS]
-    path.write_text("wafers:\n" + "\n".join(lines) + "\ncompile_servers: 1\n")
+    path.write_text("wafers:\n" + "\n".join(lines) + "\ncompile_servers: 1\ncompile_slots: 3\n")
     return settings.model_copy(update={"cluster": path})
 
 

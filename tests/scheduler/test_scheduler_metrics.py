@@ -26,13 +26,16 @@ def test_scheduler_metrics_port_reports_cycles_and_queue(api, cluster_settings):
     alice = make_user(api, "acme", "alice")
     small = spec(resources={"region": {"rows": 8, "cols": 8}})
     first = submit(api, alice, small).json()["id"]
-    submit(api, alice, small)
+    second_id = submit(api, alice, spec(resources={"region": {"rows": 4, "cols": 4}})).json()["id"]
     _online(cluster_settings)
     url = cluster_settings.resolved_database_url
     metrics = SchedulerMetrics(sessionmaker(engine_for(url)))
     port = free_port()
     metrics.serve(port)
-    metrics.observe(run_cycle(cluster_settings))  # both go to compile (one compile server)
+    # One compile server with two slots: acme may hold one (the other is kept for other tenants)
+    metrics.observe(run_cycle(cluster_settings))
+    second = api.get(f"/api/v1/jobs/{second_id}", headers=alice).json()
+    assert (second["state"], second["reason"]) == ("queued", "CompilePending")
     _compile_ok(cluster_settings, first)
     metrics.observe(run_cycle(cluster_settings))  # the first is placed
 
@@ -44,3 +47,12 @@ def test_scheduler_metrics_port_reports_cycles_and_queue(api, cluster_settings):
         r'sam_scheduler_queue_depth\{reason="[^"]*",state="[^"]+",tenant="acme"\}', text
     )
     assert depth, text  # the second job still waits, labelled with its tenant
+    # One 8x8 region in a corner of the 16x16 wafer: 192 PEs free, the largest free rectangle
+    # 8x16 = 128, so a third of the free PEs are outside it.
+    assert _value(text, 'sam_scheduler_wafer_free_pes\\{wafer="w0"\\}') == 192
+    assert _value(text, 'sam_scheduler_wafer_largest_free_rect_pes\\{wafer="w0"\\}') == 128
+    frag = _value(text, 'sam_scheduler_wafer_fragmentation_ratio\\{wafer="w0"\\}')
+    assert abs(frag - (1 - 128 / 192)) < 1e-9
+    wafer = api.get("/api/v1/cluster", headers=alice).json()["wafers"][0]
+    assert wafer["largest_free_rect"]["rows"] * wafer["largest_free_rect"]["cols"] == 128
+    assert wafer["fragmentation"] == round(1 - 128 / 192, 4)
