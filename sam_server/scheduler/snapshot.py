@@ -80,9 +80,11 @@ def build_snapshot(
     compile_servers: int,
     stale_s: float,
     max_jobs: dict[str, int] | None = None,
+    gated: set[str] | frozenset[str] = frozenset(),
 ) -> Snapshot:
     """The policy's view of the cluster at `now` (epoch seconds); `max_jobs`: the regions each
-    wafer's worker runs at once (from the cluster file)."""
+    wafer's worker runs at once (from the cluster file); `gated`: waiting jobs held back this
+    cycle (a hold, a dependency, an array's %N: `scheduler.gates`), left out of the policy."""
     wafers = []
     for w in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
         allocs = tuple(
@@ -120,7 +122,7 @@ def build_snapshot(
     return Snapshot(
         wafers=tuple(wafers),
         tenants=tenants,
-        jobs=tuple(to_policy_job(j) for j in jobs),
+        jobs=tuple(to_policy_job(j) for j in jobs if j.id not in gated),
         compile_slots_free=slots,
         config=config,
     )
