@@ -7,14 +7,13 @@ A task is an ordinary job whose id is `<array id>_<index>` (`sam cancel j…_7` 
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobArray, JobEvent
@@ -23,7 +22,6 @@ from sam_server.errors import InvalidSpec
 # Slurm's default MaxArraySize is 1001; SAM's sweeps are cheap rows, so it allows more.
 MAX_ARRAY_INDEX = 999_999
 MAX_ARRAY_TASKS = 100_000
-PLACEHOLDERS = ("SAM_ARRAY_TASK_ID", "SAM_ARRAY_JOB_ID", "SAM_ARRAY_TASK_COUNT")
 _PLACEHOLDER = re.compile(r"\$\{(SAM_ARRAY_TASK_ID|SAM_ARRAY_JOB_ID|SAM_ARRAY_TASK_COUNT)\}")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 _TASK_ID = re.compile(r"^(?P<array>[a-z0-9]+)_(?P<task>\d+)$")
@@ -78,22 +76,6 @@ def split_task_id(job_id: str) -> tuple[str, int] | None:
     """(array id, index) of a task id `j…_7`, or None for a plain id."""
     match = _TASK_ID.match(job_id)
     return (match.group("array"), int(match.group("task"))) if match else None
-
-
-def format_indices(indices: list[int]) -> str:
-    """Sorted indices as Slurm prints them: `[3-5,7,9-99]` (without the brackets)."""
-    runs: list[str] = []
-    start = prev = None
-    for index in sorted(indices):
-        if prev is not None and index == prev + 1:
-            prev = index
-            continue
-        if start is not None:
-            runs.append(f"{start}-{prev}" if prev != start else str(start))
-        start = prev = index
-    if start is not None:
-        runs.append(f"{start}-{prev}" if prev != start else str(start))
-    return ",".join(runs)
 
 
 def has_placeholders(spec: Any) -> bool:
@@ -168,25 +150,6 @@ def array_files(session: Session, array_id: str) -> dict[str, str]:
     """The files uploaded with an array (its tasks store none)."""
     files = session.execute(select(JobArray.files).where(JobArray.id == array_id)).scalar_one()
     return dict(files or {})
-
-
-def array_task_ids(session: Session, *, array_id: str, tenant_id: int | None) -> list[str]:
-    """The ids of an array's tasks (those of `tenant_id` unless None: admins)."""
-    query = select(Job.id).where(Job.array_job_id == array_id)
-    if tenant_id is not None:
-        query = query.where(Job.tenant_id == tenant_id)
-    return list(session.execute(query.order_by(Job.array_task_id)).scalars())
-
-
-def count_tasks(session: Session, array_id: str) -> int:
-    return int(
-        session.execute(select(func.count()).where(Job.array_job_id == array_id)).scalar_one()
-    )
-
-
-def task_spec(template: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
-    """A task's raw spec: the template with its placeholders filled (a deep copy)."""
-    return substitute(copy.deepcopy(template), values)
 
 
 def seq_base() -> int:
