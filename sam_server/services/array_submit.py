@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import select
@@ -62,18 +63,21 @@ def submit_array(
     add_array(session, array_id=array_id, head=base, array=array, files=files)
     start = seq_base()
     tasks, events = [], []
+    spec_head = json.dumps(base["spec"])[:-1]  # the spec's JSON without its closing brace
     for offset, index in enumerate(array.indices):
         values = dict(base)
         if templated and offset:
             parsed = _task_spec(raw, array_id, index, count, templated)
             values.update(_per_spec_values(parsed, files, principal.tenant_id))
-        spec = dict(values["spec"])
-        spec["array_task"] = {"array_job_id": array_id, "task_id": index, "task_count": count}
+            spec_head = json.dumps(values["spec"])[:-1]
         job_id = f"{array_id}_{index}"
+        # The spec as stored: JSON text with the task's place in the array (the sandbox's
+        # SAM_ARRAY_* variables), built by concatenation rather than one encoding per task.
+        task = json.dumps({"array_job_id": array_id, "task_id": index, "task_count": count})
         values.update(
             id=job_id,
             seq=start + offset,
-            spec=spec,
+            spec=f'{spec_head}, "array_task": {task}}}',
             array_job_id=array_id,
             array_task_id=index,
             idempotency_key=idempotency_key if offset == 0 else None,
@@ -88,8 +92,17 @@ def submit_array(
                 "reason": f"submitted by {principal.name} (array {array_id}, task {index})",
             }
         )
-    insert_tasks(session, tasks, events)
+    varying = VARYING | (SPEC_COLUMNS if templated else frozenset())
+    insert_tasks(session, tasks, events, varying=varying)
     return Submitted(_view(array_id, base, array.text, count, principal), created=True)
+
+
+# The columns that differ between the tasks of one array; with ${SAM_ARRAY_*} in the spec,
+# also those that follow from each task's own spec.
+VARYING = frozenset({"id", "seq", "spec", "array_task_id", "idempotency_key"})
+SPEC_COLUMNS = frozenset(
+    {"name", "priority", "req_rows", "req_cols", "time_limit_s", "total_steps", "compile_hash"}
+)
 
 
 def _task_spec(
