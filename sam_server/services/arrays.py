@@ -183,6 +183,14 @@ def _bulk_insert(
         for key in changing:
             values[key] = ready(key, row[key])
         prepared.append(values)
+    if dialect.name == "postgresql":
+        # COPY: one stream for every row (executemany is a round trip per row, pipelined).
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        columns = ", ".join(f'"{k}"' for k in keys)
+        with cursor.copy(f'COPY "{table.name}" ({columns}) FROM STDIN') as copy:
+            for values in prepared:
+                copy.write_row([values[k] for k in keys])
+        return
     order = compiled.positiontup
     params: Any = [tuple(v[k] for k in order) for v in prepared] if order else prepared
     conn.exec_driver_sql(str(compiled), params)
