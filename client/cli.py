@@ -14,6 +14,7 @@ import click
 
 from client.commands.admin import admin
 from client.commands.cluster import cluster, whoami
+from client.commands.control import hold, release, requeue, update
 from client.commands.fetch import fetch
 from client.commands.jobs import cancel, explain, logs, status
 from client.commands.login import login
@@ -40,6 +41,10 @@ CLIENT_COMMANDS: tuple[click.Command, ...] = (
     login,
     admin,
     token_group,
+    hold,
+    release,
+    requeue,
+    update,
 )
 
 

@@ -176,6 +176,24 @@ class SamClient:
         # Not resent after a lost reply: a second cancel of a job that has just ended is a 409.
         return self._json("POST", f"/jobs/{job_id}/cancel", resend_after_reply=False)
 
+    def hold_job(self, job_id: str) -> dict[str, Any]:
+        """Hold a waiting job, or an array's waiting tasks: `{id, changed, unchanged}`."""
+        return self._json("POST", f"/jobs/{job_id}/hold")
+
+    def release_job(self, job_id: str) -> dict[str, Any]:
+        """Lift a hold (a job's, or every task's of an array): `{id, changed, unchanged}`."""
+        return self._json("POST", f"/jobs/{job_id}/release")
+
+    def requeue_job(self, job_id: str, *, hold: bool = False) -> dict[str, Any]:
+        """Send a running job back to the queue (from its checkpoint); `hold` also holds it."""
+        params = {"hold": "true"} if hold else {}
+        return self._json("POST", f"/jobs/{job_id}/requeue", params=params)
+
+    def update_job(self, job_id: str, **changes: Any) -> dict[str, Any]:
+        """Change `priority`, `time_limit` or `name` (None: unchanged): `{id, changed, unchanged}`."""
+        body = {k: v for k, v in changes.items() if v is not None}
+        return self._json("PATCH", f"/jobs/{job_id}", json=body)
+
     def logs(self, job_id: str, *, tail: int | None = None, since: str | None = None) -> str:
         """The job's log so far, as text: the last `tail` lines, lines at or after `since`."""
         return self.logs_window(job_id, tail=tail, since=since)[0]

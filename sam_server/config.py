@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     # a compile server silent this long is removed from the cluster view (offline after 3 beats)
     compile_server_expire_s: float = 300.0
     max_attempts: int = 3
+    # Slurm's kill_invalid_depend for the whole cluster: cancel a job whose dependency can
+    # never be met (a job can also ask for it with `kill_invalid_depend: true`).
+    kill_invalid_depend: bool = False
     preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
     max_preemptions_per_job: int = 3
     # Scale (issue 11): log following, stored history, checkpoints.

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from client.commands.control import report_outcome
 from client.commands.options import (
     connection_options,
     echo_data,
@@ -91,7 +92,7 @@ def _compile_text(compiled: dict[str, Any]) -> str:
 @click.argument("job_ids", nargs=-1, required=True, metavar="JOB...")
 @connection_options
 def cancel(job_ids: tuple[str, ...], url: str | None, token: str | None) -> None:
-    """Cancel jobs.
+    """Cancel jobs (`ID_7`: one array task; an array's `ID`: all its unfinished tasks).
 
     Reports each job; exits 1 if any could not be cancelled.
     """
@@ -104,7 +105,9 @@ def cancel(job_ids: tuple[str, ...], url: str | None, token: str | None) -> None
             failed += 1
             echo_message(f"error: job {job_id}: {exc.summary()}")
             continue
-        if job.get("state") == "cancelled":
+        if "changed" in job:  # an array id: every unfinished task
+            report_outcome(job_id, job, "cancelled")
+        elif job.get("state") == "cancelled":
             click.echo(f"job {job_id} cancelled")
         else:
             click.echo(f"job {job_id}: cancellation requested ({job.get('state')})")

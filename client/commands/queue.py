@@ -64,6 +64,13 @@ def parse_states(values: tuple[str, ...]) -> list[str]:
 @click.option("--me", is_flag=True, help="Only my jobs (the token's user).")
 @click.option("--tenant", metavar="NAME", help="Only this tenant's jobs (admins).")
 @click.option("--no-headers", is_flag=True, help="Omit the header line.")
+@click.option(
+    "--array",
+    "-r",
+    "expand_arrays",
+    is_flag=True,
+    help="One row per array task (by default an array's waiting tasks share a row: ID_[3-99]).",
+)
 @output_option
 @connection_options
 def queue(
@@ -73,6 +80,7 @@ def queue(
     me: bool,
     tenant: str | None,
     no_headers: bool,
+    expand_arrays: bool,
     output: str,
     url: str | None,
     token: str | None,
@@ -88,6 +96,8 @@ def queue(
         return
     jobs = with_scheduler_reasons(client, jobs)
     jobs.sort(key=_display_key)
+    if not expand_arrays:
+        jobs = collapse_arrays(jobs)
     wide = output == "wide"
     rows = [job_row(job, wide=wide) for job in jobs]
     table = render_table(WIDE_COLUMNS if wide else COLUMNS, rows, no_headers=no_headers)
@@ -104,6 +114,42 @@ def with_scheduler_reasons(client: SamClient, jobs: list[dict[str, Any]]) -> lis
     except SamAPIError:
         return jobs  # the listing stands without them
     return [{**job, "reasons": reasons.get(str(job.get("id")))} for job in jobs]
+
+
+COLLAPSED_STATES = ("queued", "pending")
+
+
+def collapse_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """squeue's view of arrays: an array's tasks waiting in one state for one reason share a
+    row whose id lists their indices (`ID_[3-5,7,9-99]`); running and ended tasks keep theirs."""
+    rows: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str, str], tuple[dict[str, Any], list[int]]] = {}
+    for job in jobs:
+        array_id, index = job.get("array_job_id"), job.get("array_task_id")
+        if not array_id or index is None or job.get("state") not in COLLAPSED_STATES:
+            rows.append(job)
+            continue
+        key = (str(array_id), str(job.get("state")), format_reason(job))
+        if key not in groups:
+            row = dict(job)
+            groups[key] = (row, [])
+            rows.append(row)
+        groups[key][1].append(int(index))
+    for (array_id, _, _), (row, indices) in groups.items():
+        if len(indices) > 1:
+            row["id"] = f"{array_id}_[{index_ranges(indices)}]"
+    return rows
+
+
+def index_ranges(indices: list[int]) -> str:
+    """`[3, 4, 5, 7]` as `3-5,7`."""
+    runs: list[list[int]] = []
+    for index in sorted(indices):
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _display_key(job: dict[str, Any]) -> tuple[int, float]:

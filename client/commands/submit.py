@@ -50,6 +50,27 @@ from client.sdk import TERMINAL_STATES, SamClient
     is_flag=True,
     help="Upload named files from outside the job file's folder (each is listed on stderr).",
 )
+@click.option(
+    "--array",
+    "-a",
+    metavar="INDICES",
+    help="A job array: 0-99, 1,3,5-9, 0-20:2; %N caps tasks running at once (0-99%10). "
+    "${SAM_ARRAY_TASK_ID} in the spec's values becomes each task's index.",
+)
+@click.option(
+    "--dependency",
+    "-d",
+    metavar="DEPS",
+    help="Start only after other jobs: afterok:ID[:ID],afterany:ID,afternotok:ID,singleton.",
+)
+@click.option(
+    "--hold", "-H", "hold_it", is_flag=True, help="Submit held (`sam release` lets it run)."
+)
+@click.option(
+    "--kill-invalid-depend",
+    is_flag=True,
+    help="Cancel the job if its dependency can never be met (else it waits: DependencyNeverSatisfied).",
+)
 @click.option("--poll-interval", type=click.FloatRange(min=0.0), default=1.0, hidden=True)
 @connection_options
 def submit(
@@ -61,6 +82,10 @@ def submit(
     output: str,
     idempotency_key: str | None,
     allow_outside: bool,
+    array: str | None,
+    dependency: str | None,
+    hold_it: bool,
+    kill_invalid_depend: bool,
     poll_interval: float,
     url: str | None,
     token: str | None,
@@ -80,6 +105,9 @@ def submit(
             f"warning: {field}: uploading {path}, from outside the job file's folder"
         ),
     )
+    spec = with_directives(spec, array, dependency, hold_it, kill_invalid_depend)
+    if wait and spec.get("array") is not None:
+        raise click.UsageError("--wait follows one job; for an array, watch `sam queue --array`")
     client = open_client(url, token)
     if dry_run:
         _print_validation(client.validate_job(spec, files), output)
@@ -90,6 +118,23 @@ def submit(
         final = follow_job(client, str(job["id"]), poll_interval_s=poll_interval)
         if final.get("state") != "succeeded":
             raise click.exceptions.Exit(1)
+
+
+def with_directives(
+    spec: dict[str, Any],
+    array: str | None,
+    dependency: str | None,
+    hold_it: bool,
+    kill_invalid_depend: bool,
+) -> dict[str, Any]:
+    """The spec with the command line's sbatch-like options (they win over the file's keys)."""
+    extra: dict[str, Any] = {"array": array, "dependency": dependency}
+    extra = {k: v for k, v in extra.items() if v is not None}
+    if hold_it:
+        extra["hold"] = True
+    if kill_invalid_depend:
+        extra["kill_invalid_depend"] = True
+    return {**spec, **extra}
 
 
 def _print_validation(result: dict[str, Any], output: str) -> None:
@@ -107,6 +152,11 @@ def _print_submitted(job: dict[str, Any], output: str, parsable: bool) -> None:
         click.echo(job["id"])
     elif output != "text":
         echo_data(job, output)
+    elif job.get("array"):
+        tasks = job["array"].get("tasks")
+        click.echo(
+            f"Submitted array job {job['id']} ({tasks} tasks) to tenant {job.get('tenant', '-')}"
+        )
     else:
         click.echo(f"Submitted job {job['id']} to tenant {job.get('tenant', '-')}")
 

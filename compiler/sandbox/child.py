@@ -125,6 +125,16 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     return {"kind": "model_error", "message": message, "details": {"traceback": frames}}
 
 
+def _array_environment(spec: dict[str, Any]) -> None:
+    """A job array's task sees its index as Slurm's tasks do: SAM_ARRAY_TASK_ID,
+    SAM_ARRAY_JOB_ID and SAM_ARRAY_TASK_COUNT in the environment (make_batch may read them)."""
+    task = spec.get("array_task")
+    if isinstance(task, dict):
+        os.environ["SAM_ARRAY_TASK_ID"] = str(int(task["task_id"]))
+        os.environ["SAM_ARRAY_JOB_ID"] = str(task["array_job_id"])
+        os.environ["SAM_ARRAY_TASK_COUNT"] = str(int(task["task_count"]))
+
+
 def main() -> None:
     """Run the task described in /job/ctl/task.marshal (the worker wrote it: trusted data)."""
     with open("/job/ctl/task.marshal", "rb") as handle:
@@ -133,6 +143,7 @@ def main() -> None:
     for name in task["files"]:
         with open(os.path.join(SRC, name)) as handle:
             files[name] = handle.read()
+    _array_environment(task["payload"].get("spec") or {})
     try:
         result = _TASKS[task["task"]](task["payload"], files)
     except BaseException as exc:  # noqa: BLE001 - everything user code raises is a model error

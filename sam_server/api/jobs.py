@@ -13,7 +13,7 @@ from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.stream import follow
 from sam_server.errors import BadRequest, NotFound
 from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
-from sam_server.services import history, observe
+from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
@@ -118,11 +118,12 @@ def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Respon
 
 @router.post("/jobs/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=JobRead)
 def cancel(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
-    """Cancel; 409 if the job had already ended."""
-    return JSONResponse(
-        job_view(svc.cancel_job(session, principal=principal, job_id=job_id)),
-        status_code=status.HTTP_202_ACCEPTED,
-    )
+    """Cancel; 409 if the job had already ended. An array's id cancels every unfinished task
+    and answers `{id, changed, unchanged}`."""
+    outcome = control.cancel(session, principal=principal, job_id=job_id)
+    single = len(outcome.changed) == 1 and outcome.changed[0].id == job_id
+    body = job_view(outcome.changed[0]) if single else outcome.view()
+    return JSONResponse(body, status_code=status.HTTP_202_ACCEPTED)
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)

@@ -140,9 +140,36 @@ class Job(Base):
     history_purged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # What the purge removed: log lines, steps, total simulated cycles, final loss.
     history_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Job arrays, dependencies and holds (issue 13): a task of an array has the array's id and
+    # its index; `array_max_running` is the array's `%N` (tasks running at once), on every task.
+    array_job_id: Mapped[str | None] = mapped_column(String(24), index=True)
+    array_task_id: Mapped[int | None] = mapped_column(Integer)
+    array_max_running: Mapped[int | None] = mapped_column(Integer)
+    # "user" or "admin" while held (Slurm's JobHeldUser / JobHeldAdmin); null otherwise.
+    hold: Mapped[str | None] = mapped_column(String(8))
+    # Slurm's --dependency text, e.g. "afterok:j1:j2,singleton"; null: none.
+    dependency: Mapped[str | None] = mapped_column(String(1024))
+    kill_invalid_depend: Mapped[bool] = mapped_column(Boolean, default=False)
 
     tenant: Mapped[Tenant] = relationship(lazy="joined")
     user: Mapped[User] = relationship(lazy="joined")
+
+
+class JobArray(Base):
+    """A job array: what its tasks share. The uploaded files are kept here once, not per task
+    (an array of 10,000 tasks would otherwise store 10,000 copies)."""
+
+    __tablename__ = "job_arrays"
+
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    indices: Mapped[str] = mapped_column(Text)  # the --array text, e.g. "0-99%10"
+    task_count: Mapped[int] = mapped_column(Integer)
+    max_running: Mapped[int | None] = mapped_column(Integer)
+    files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class JobEvent(Base):

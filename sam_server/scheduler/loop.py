@@ -20,6 +20,7 @@ from sam_server.db.models import JobEvent, OutboxMessage
 from sam_server.db.session import engine_for, session_scope
 from sam_server.db.types import utcnow
 from sam_server.scheduler.decisions import apply_plan
+from sam_server.scheduler.gates import gate_jobs
 from sam_server.scheduler.leader import Leadership
 from sam_server.scheduler.metrics import SchedulerMetrics
 from sam_server.scheduler.reaper import reap_expired
@@ -78,6 +79,8 @@ def run_cycle(
         stats.reused = reuse_compiled(session, jobs)
         session.flush()
         charge_usage(session, jobs, half_life_s=config.half_life_s)
+        # Held, dependent and array-limited jobs wait with a reason, unseen by the policy.
+        gated = gate_jobs(session, jobs, kill_invalid_depend=settings.kill_invalid_depend)
         snapshot = build_snapshot(
             session,
             jobs,
@@ -88,6 +91,7 @@ def run_cycle(
             max_jobs=max_jobs,
             slots_per_server=cluster.compile_slots,
             slots_per_tenant=settings.compile_slots_per_tenant,
+            gated=gated,
         )
         decided = plan(snapshot, now, config)
         apply_plan(

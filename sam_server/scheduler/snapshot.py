@@ -53,6 +53,15 @@ _COLUMNS = (
     Job.compile_hash,
     Job.cancel_requested,
     Job.reason,
+    # what scheduler.gates reads: holds, dependencies, arrays
+    Job.name,
+    Job.seq,
+    Job.hold,
+    Job.dependency,
+    Job.kill_invalid_depend,
+    Job.array_job_id,
+    Job.array_task_id,
+    Job.array_max_running,
 )
 _DERIVED: dict[str, tuple[bool, str | None, tuple[tuple[int, int], ...]]] = {}
 
@@ -160,11 +169,13 @@ def build_snapshot(
     max_jobs: dict[str, int] | None = None,
     slots_per_server: int = 2,
     slots_per_tenant: int = 0,
+    gated: set[str] | frozenset[str] = frozenset(),
 ) -> Snapshot:
     """The policy's view of the cluster at `now` (epoch seconds); `max_jobs`: the regions each
     wafer's worker runs at once (from the cluster file). Compile slots: those the live compile
     servers report, or the cluster file's `compile_servers` x `slots_per_server` when more;
-    `slots_per_tenant` 0 = all but one of them."""
+    `slots_per_tenant` 0 = all but one of them. `gated`: waiting jobs held back this cycle (a
+    hold, a dependency, an array's %N: `scheduler.gates`), left out of the policy."""
     held: dict[str, list[Allocation]] = {}
     for j in jobs:
         if j.wafer_id and j.state in HOLDS_REGION:
@@ -203,7 +214,7 @@ def build_snapshot(
     return Snapshot(
         wafers=tuple(wafers),
         tenants=tenants,
-        jobs=tuple(to_policy_job(j) for j in jobs),
+        jobs=tuple(to_policy_job(j) for j in jobs if j.id not in gated),
         compile_slots_free=max(0, total - compiling),
         config=config,
         compile_slots_per_tenant=slots_per_tenant or (total - 1 if total > 1 else 0),

@@ -73,6 +73,11 @@ class JobRead(BaseModel):
     progress: Progress
     error: JobError | None
     compile: CompileInfo | None
+    # Arrays, dependencies, holds (README "Job arrays, dependencies, holds").
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    hold: Literal["user", "admin"] | None = None
+    dependency: str | None = None
 
 
 class JobPage(BaseModel):
@@ -144,4 +149,8 @@ def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
         "compile": compile_info,
         # set once retention deleted this ended job's logs and step metrics
         "history_purged_at": iso(getattr(job, "history_purged_at", None)),
+        "array_job_id": job.array_job_id,
+        "array_task_id": job.array_task_id,
+        "hold": job.hold,
+        "dependency": job.dependency,
     }

@@ -30,7 +30,9 @@ from sam_server.scheduling import Quota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
 from sam_server.schemas.jobs import job_view
 from sam_server.schemas.safe_yaml import load_spec_yaml
+from sam_server.services.arrays import parse_array, substitute, task_values
 from sam_server.services.auth import Principal, tenant_of
+from sam_server.services.directives import check_directives, split_directives
 from sam_server.services.spec_check import check_files, parse_spec
 from sam_server.services.transitions import TERMINAL, JobState, transition
 
@@ -64,10 +66,8 @@ class Submitted:
         return str(self.view["id"])
 
 
-def validate_submission(
-    *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
-) -> JobSpec:
-    """The validated spec of a submit body, or `InvalidSpec` naming each problem."""
+def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[str, Any]:
+    """The submitted spec as a mapping (from `spec` or the text `spec_yaml`), not yet checked."""
     if (spec is None) == (spec_yaml is None):
         raise InvalidSpec("send exactly one of 'spec' (a JSON object) or 'spec_yaml' (its text)")
     if spec_yaml is not None:
@@ -77,7 +77,22 @@ def validate_submission(
             raise InvalidSpec(
                 str(exc), errors=[{"field": "spec_yaml", "message": str(exc)}]
             ) from exc
-    parsed = parse_spec(spec)
+    if not isinstance(spec, dict):
+        raise InvalidSpec("the job spec must be a mapping (job.yaml's top level)")
+    return spec
+
+
+def validate_submission(
+    *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
+) -> JobSpec:
+    """The validated spec of a submit body, or `InvalidSpec` naming each problem. The
+    sbatch-like keys (array, dependency, hold, kill_invalid_depend) are checked and set aside;
+    an array's spec is checked as its first task sees it."""
+    raw, directives = split_directives(load_raw_spec(spec, spec_yaml))
+    if directives.array is not None:
+        first = parse_array(directives.array).indices[0]
+        raw = substitute(raw, task_values("ARRAY", first, 1))
+    parsed = parse_spec(raw)
     check_files(parsed, files)
     return parsed
 
@@ -144,17 +159,27 @@ def submit_job(
     if idempotency_key:
         previous = _idempotent_replay(session, principal, idempotency_key, digest)
         if previous is not None:
-            return Submitted(job_view(previous), created=False)
-    parsed = validate_submission(spec=spec, spec_yaml=spec_yaml, files=files)
-    if parsed.priority == "urgent" and not principal.is_admin:
-        raise Forbidden(
-            "priority 'urgent' is for cluster admins (role admin in the 'system' tenant); "
-            "use 'high'"
+            return Submitted(submitted_view(session, previous), created=False)
+    raw, directives = split_directives(load_raw_spec(spec, spec_yaml))
+    check_directives(session, principal, directives)
+    if directives.array is not None:
+        from sam_server.services.array_submit import submit_array  # it builds on this module
+
+        return submit_array(
+            session,
+            principal=principal,
+            raw=raw,
+            directives=directives,
+            files=files,
+            idempotency_key=idempotency_key,
+            digest=digest,
         )
-    check_can_ever_run(session, principal, parsed)
-    _check_init_from(session, principal, parsed)
+    parsed = parse_spec(raw)
+    check_files(parsed, files)
+    check_submittable(session, principal, parsed)
     _check_queued_quota(session, principal)
     values = _job_values(principal, parsed, files, idempotency_key, digest)
+    values.update(directives.columns())
     if idempotency_key:
         # Retries of one submit may race each other: the first INSERT wins the unique key and
         # the others answer with its job (in a savepoint, so the transaction stays usable).
@@ -165,7 +190,7 @@ def submit_job(
             previous = _idempotent_replay(session, principal, idempotency_key, digest)
             if previous is None:
                 raise
-            return Submitted(job_view(previous), created=False)
+            return Submitted(submitted_view(session, previous), created=False)
     else:
         _insert_job(session, values, principal)
     row = SimpleNamespace(
@@ -174,6 +199,26 @@ def submit_job(
         user=SimpleNamespace(name=principal.name),
     )
     return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
+
+
+def check_submittable(session: Session, principal: Principal, parsed: JobSpec) -> None:
+    """Who may ask for urgent, whether the job can ever run, and its init_from."""
+    if parsed.priority == "urgent" and not principal.is_admin:
+        raise Forbidden(
+            "priority 'urgent' is for cluster admins (role admin in the 'system' tenant); "
+            "use 'high'"
+        )
+    check_can_ever_run(session, principal, parsed)
+    _check_init_from(session, principal, parsed)
+
+
+def submitted_view(session: Session, job: Job) -> dict[str, Any]:
+    """The answer to a submit: the job, or for an array's first task the array."""
+    if job.array_job_id is None:
+        return job_view(job)
+    from sam_server.services.array_submit import array_view
+
+    return array_view(session, job.array_job_id)
 
 
 def _check_init_from(session: Session, principal: Principal, spec: JobSpec) -> None:
@@ -252,6 +297,12 @@ def _job_values(
         "compile_cache_hit": None,
         "compile_key": None,
         "compile_seconds": None,
+        "array_job_id": None,
+        "array_task_id": None,
+        "array_max_running": None,
+        "hold": None,
+        "dependency": None,
+        "kill_invalid_depend": False,
     }
 
 
@@ -260,7 +311,7 @@ def compile_hash(spec: JobSpec, files: dict[str, str], tenant_id: int | None = N
     artifact (name, priority and time limit do not change the compiled program). The tenant is
     part of it: another tenant's identical job compiles afresh, so reuse reveals nothing."""
     body = spec.model_dump(mode="json", by_alias=True)
-    for key in ("name", "priority"):
+    for key in ("name", "priority", "array_task"):
         body.pop(key, None)
     body["resources"].pop("time_limit", None)
     body["resources"]["shape"] = list(spec.resources.shape())
@@ -279,7 +330,7 @@ def _idempotent_replay(session: Session, principal: Principal, key: str, digest:
     return job
 
 
-def _check_queued_quota(session: Session, principal: Principal) -> None:
+def _check_queued_quota(session: Session, principal: Principal, adding: int = 1) -> None:
     limit = principal.quota.max_queued_jobs if principal.quota else None
     if limit is None:
         return
@@ -299,10 +350,11 @@ def _check_queued_quota(session: Session, principal: Principal) -> None:
             Job.tenant_id == principal.tenant_id, Job.state.not_in([s.value for s in TERMINAL])
         )
     ).scalar_one()
-    if active >= limit:
+    if active + adding > limit:
+        more = f" and {adding} more were asked for" if adding > 1 else ""
         raise QuotaExceeded(
-            f"tenant {principal.tenant!r} already has {active} unfinished jobs (max_queued_jobs="
-            f"{limit}); wait for some to finish or cancel some"
+            f"tenant {principal.tenant!r} already has {active} unfinished jobs{more} "
+            f"(max_queued_jobs={limit}); wait for some to finish or cancel some"
         )
 
 

@@ -18,6 +18,7 @@ from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetr
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
 from sam_server.services import history
+from sam_server.services.arrays import array_files
 from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
 from sam_server.services.transitions import JobState, transition
 
@@ -43,7 +44,7 @@ class Claim:
     tenant: str = ""  # the tenant's name (its space in the artifact store)
 
 
-def _claim_of(job: Job) -> Claim:
+def _claim_of(job: Job, session: Session) -> Claim:
     region = None
     if job.wafer_id is not None:
         region = (
@@ -56,7 +57,7 @@ def _claim_of(job: Job) -> Claim:
         job.id,
         job.attempts,
         job.spec,
-        job.files,
+        array_files(session, job.array_job_id) if job.array_job_id else job.files,
         job.req_rows,
         job.req_cols,
         region,
@@ -101,7 +102,7 @@ def claim_compile(session: Session, *, job_id: str, owner: str, lease_s: float) 
         return None
     if not _take_lease(session, job, owner, lease_s):
         return None
-    return _claim_of(job)
+    return _claim_of(job, session)
 
 
 def claim_run(
@@ -119,7 +120,7 @@ def claim_run(
     if row is not None and row.started_at is None:
         row.started_at = utcnow()
         row.worker = owner
-    return _claim_of(job)
+    return _claim_of(job, session)
 
 
 def _current_attempt(session: Session, job: Job) -> JobAttempt | None:

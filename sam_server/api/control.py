@@ -1,0 +1,59 @@
+"""Routes for scontrol's verbs: hold, release, requeue, update. Each takes a job id or an array
+id (every task) and answers `{id, changed: [jobs], unchanged: [{id, why}]}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from sam_server.api.deps import PrincipalDep, SessionDep
+from sam_server.services import control
+
+router = APIRouter(prefix="/api/v1", tags=["jobs"])
+
+
+class JobUpdate(BaseModel):
+    """What `sam update` changes; omitted fields stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+    priority: str | None = None
+    time_limit: str | int | None = None
+    name: str | None = Field(default=None, max_length=128)
+
+
+@router.post("/jobs/{job_id}/hold")
+def hold(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Keep a waiting job (or an array's waiting tasks) out of placement until released;
+    409 for a job that already started."""
+    return control.hold(session, principal=principal, job_id=job_id).view()
+
+
+@router.post("/jobs/{job_id}/release")
+def release(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Lift a hold (403 for an admin's hold, unless the caller is a cluster admin)."""
+    return control.release(session, principal=principal, job_id=job_id).view()
+
+
+@router.post("/jobs/{job_id}/requeue")
+def requeue(
+    job_id: str, session: SessionDep, principal: PrincipalDep, hold: bool = False
+) -> dict[str, Any]:
+    """A running job checkpoints, frees its region and waits again (`hold=true`: held too)."""
+    return control.requeue(session, principal=principal, job_id=job_id, hold_it=hold).view()
+
+
+@router.patch("/jobs/{job_id}")
+def update(
+    job_id: str, body: JobUpdate, session: SessionDep, principal: PrincipalDep
+) -> dict[str, Any]:
+    """Change priority, time limit or name: lowering is anyone's right, raising an admin's."""
+    return control.update(
+        session,
+        principal=principal,
+        job_id=job_id,
+        priority=body.priority,
+        time_limit=body.time_limit,
+        name=body.name,
+    ).view()

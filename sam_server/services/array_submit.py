@@ -1,0 +1,168 @@
+"""Submit a job array: one request, one transaction, every task in two bulk INSERTs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sam_server.db.models import Job, JobArray
+from sam_server.errors import InvalidSpec, JobNotFound
+from sam_server.schemas.job_spec import JobSpec
+from sam_server.schemas.jobs import iso
+from sam_server.services.arrays import (
+    add_array,
+    has_placeholders,
+    insert_tasks,
+    parse_array,
+    seq_base,
+    substitute,
+    task_values,
+)
+from sam_server.services.auth import Principal
+from sam_server.services.directives import Directives
+from sam_server.services.jobs import (
+    Submitted,
+    _check_queued_quota,
+    _job_values,
+    check_submittable,
+    compile_hash,
+    new_job_id,
+)
+from sam_server.services.spec_check import check_files, parse_spec
+
+
+def submit_array(
+    session: Session,
+    *,
+    principal: Principal,
+    raw: dict[str, Any],
+    directives: Directives,
+    files: dict[str, str],
+    idempotency_key: str | None,
+    digest: str,
+) -> Submitted:
+    """Store every task of `directives.array` in state `queued` (nothing on rejection).
+
+    A spec without `${SAM_ARRAY_*}` is validated and hashed once for all tasks; with them each
+    task's spec is validated (an error names the task). Files are stored once, on the array.
+    """
+    array = parse_array(directives.array or "")
+    array_id = new_job_id()
+    count = len(array.indices)
+    templated = has_placeholders(raw)
+    first = _task_spec(raw, array_id, array.indices[0], count, templated)
+    check_files(first, files)
+    check_submittable(session, principal, first)
+    _check_queued_quota(session, principal, adding=count)
+    base = _job_values(principal, first, files, None, digest)
+    # The files are stored once, on the array (lifecycle reads them from there).
+    base.update(directives.columns(), array_max_running=array.max_running, files={})
+    add_array(session, array_id=array_id, head=base, array=array, files=files)
+    start = seq_base()
+    tasks, events = [], []
+    spec_head = json.dumps(base["spec"])[:-1]  # the spec's JSON without its closing brace
+    for offset, index in enumerate(array.indices):
+        values = dict(base)
+        if templated and offset:
+            parsed = _task_spec(raw, array_id, index, count, templated)
+            values.update(_per_spec_values(parsed, files, principal.tenant_id))
+            spec_head = json.dumps(values["spec"])[:-1]
+        job_id = f"{array_id}_{index}"
+        # The spec as stored: JSON text with the task's place in the array (the sandbox's
+        # SAM_ARRAY_* variables), built by concatenation rather than one encoding per task.
+        task = json.dumps({"array_job_id": array_id, "task_id": index, "task_count": count})
+        values.update(
+            id=job_id,
+            seq=start + offset,
+            spec=f'{spec_head}, "array_task": {task}}}',
+            array_job_id=array_id,
+            array_task_id=index,
+            idempotency_key=idempotency_key if offset == 0 else None,
+        )
+        tasks.append(values)
+        events.append(
+            {
+                "job_id": job_id,
+                "at": values["created_at"],
+                "from_state": None,
+                "to_state": "queued",
+                "reason": f"submitted by {principal.name} (array {array_id}, task {index})",
+            }
+        )
+    varying = VARYING | (SPEC_COLUMNS if templated else frozenset())
+    insert_tasks(session, tasks, events, varying=varying)
+    return Submitted(_view(array_id, base, array.text, count, principal), created=True)
+
+
+# The columns that differ between the tasks of one array; with ${SAM_ARRAY_*} in the spec,
+# also those that follow from each task's own spec.
+VARYING = frozenset({"id", "seq", "spec", "array_task_id", "idempotency_key"})
+SPEC_COLUMNS = frozenset(
+    {"name", "priority", "req_rows", "req_cols", "time_limit_s", "total_steps", "compile_hash"}
+)
+
+
+def _task_spec(
+    raw: dict[str, Any], array_id: str, index: int, count: int, templated: bool
+) -> JobSpec:
+    if not templated:
+        return parse_spec(raw)
+    try:
+        return parse_spec(substitute(raw, task_values(array_id, index, count)))
+    except InvalidSpec as exc:
+        raise InvalidSpec(f"array task {index}: {exc.detail}", errors=exc.errors) from exc
+
+
+def _per_spec_values(
+    parsed: JobSpec, files: dict[str, str], tenant_id: int | None
+) -> dict[str, Any]:
+    """The columns that follow from a task's own (substituted) spec."""
+    rows, cols = parsed.resources.shape()
+    return {
+        "name": parsed.name,
+        "priority": parsed.priority,
+        "spec": parsed.model_dump(mode="json", by_alias=True),
+        "req_rows": rows,
+        "req_cols": cols,
+        "time_limit_s": parsed.resources.time_limit,
+        "total_steps": parsed.run_options.total_steps if parsed.mode == "train" else 0,
+        "compile_hash": compile_hash(parsed, files, tenant_id),
+    }
+
+
+def _view(
+    array_id: str, base: dict[str, Any], indices: str, count: int, principal: Principal
+) -> dict[str, Any]:
+    return {
+        "id": array_id,
+        "array_job_id": array_id,
+        "name": base["name"],
+        "tenant": principal.tenant,
+        "user": principal.name,
+        "state": "queued",
+        "created_at": iso(base["created_at"]),
+        "array": {"indices": indices, "tasks": count, "max_running": base["array_max_running"]},
+    }
+
+
+def array_view(session: Session, array_id: str) -> dict[str, Any]:
+    """The submit answer of an existing array (an Idempotency-Key replay)."""
+    row = session.get(JobArray, array_id)
+    if row is None:
+        raise JobNotFound(f"no array {array_id!r}")
+    first = session.execute(
+        select(Job).where(Job.array_job_id == array_id).order_by(Job.array_task_id).limit(1)
+    ).scalar_one()
+    return {
+        "id": array_id,
+        "array_job_id": array_id,
+        "name": row.name,
+        "tenant": first.tenant.name,
+        "user": first.user.name,
+        "state": "queued",
+        "created_at": iso(row.created_at),
+        "array": {"indices": row.indices, "tasks": row.task_count, "max_running": row.max_running},
+    }
