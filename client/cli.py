@@ -6,41 +6,47 @@ Exit status: 0 success, 1 the operation failed (HTTP error, server unreachable, 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from importlib.metadata import EntryPoint
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from client.commands.admin import admin
-from client.commands.cluster import cluster, whoami
-from client.commands.fetch import fetch
-from client.commands.jobs import cancel, explain, logs, status
-from client.commands.login import login
-from client.commands.queue import queue
-from client.commands.results import metrics, report
-from client.commands.submit import submit
-from client.commands.tokens import token_group
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
 from client.config import config_file_path
 from client.errors import SamAPIError, SamClientError
 from client.plugins import discover_plugins, load_plugin
 
-CLIENT_COMMANDS: tuple[click.Command, ...] = (
-    submit,
-    queue,
-    status,
-    cancel,
-    logs,
-    explain,
-    metrics,
-    report,
-    fetch,
-    cluster,
-    whoami,
-    login,
-    admin,
-    token_group,
-)
+# name -> "module:attribute". Imported only when invoked (or listed by --help/completion), so
+# `sam submit` pays for submit's imports alone: a sweep of 1,000 submits is mostly start-ups.
+CLIENT_COMMANDS: dict[str, str] = {
+    "submit": "client.commands.submit:submit",
+    "queue": "client.commands.queue:queue",
+    "status": "client.commands.jobs:status",
+    "cancel": "client.commands.jobs:cancel",
+    "logs": "client.commands.jobs:logs",
+    "explain": "client.commands.jobs:explain",
+    "metrics": "client.commands.results:metrics",
+    "report": "client.commands.acct:report_group",
+    "fetch": "client.commands.fetch:fetch",
+    "cluster": "client.commands.cluster:cluster",
+    "whoami": "client.commands.cluster:whoami",
+    "login": "client.commands.login:login",
+    "admin": "client.commands.admin:admin",
+    "token": "client.commands.tokens:token_group",
+    "acct": "client.commands.acct:acct",
+    "config": "client.commands.contexts:config_group",
+    "completion": "client.commands.completion:completion",
+}
+
+
+def load_client_command(name: str) -> click.Command:
+    """Import the client command `name` (a key of CLIENT_COMMANDS)."""
+    module_name, _, attribute = CLIENT_COMMANDS[name].partition(":")
+    command: click.Command = getattr(importlib.import_module(module_name), attribute)
+    return command
 
 
 class SamGroup(click.Group):
@@ -60,12 +66,17 @@ class SamGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Client commands and plugin names, sorted."""
-        return sorted(set(super().list_commands(ctx)) | set(self._plugin_entry_points()))
+        names = set(super().list_commands(ctx)) | set(CLIENT_COMMANDS)
+        return sorted(names | set(self._plugin_entry_points()))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """A client command, or the named plugin, imported now (once)."""
         command = super().get_command(ctx, cmd_name)
         if command is not None:
+            return command
+        if cmd_name in CLIENT_COMMANDS:
+            command = load_client_command(cmd_name)
+            self.add_command(command, cmd_name)
             return command
         entry_point = self._plugin_entry_points().get(cmd_name)
         if entry_point is None:
@@ -104,7 +115,9 @@ def report_api_error(exc: SamAPIError, ctx: click.Context) -> None:
             click.echo(f"hint: the token from {config.token_source} was refused", err=True)
 
 
-def build_cli(find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins) -> click.Group:
+def build_cli(
+    find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins,
+) -> click.Group:
     """A fresh `sam` group; `find_plugins` lists the plugin entry points (tests pass fakes)."""
 
     @click.group(
@@ -121,12 +134,16 @@ def build_cli(find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugi
     @click.option(
         "--token", metavar="TOKEN", help="API token (else SAM_TOKEN, else the config file)."
     )
+    @click.option(
+        "--context",
+        metavar="NAME",
+        envvar="SAM_CONTEXT",
+        help="Use this context of the config file (else SAM_CONTEXT, else its current-context).",
+    )
     @click.version_option(package_name="sam-scheduler", prog_name="sam")
-    def sam(url: str | None, token: str | None) -> None:
+    def sam(url: str | None, token: str | None, context: str | None) -> None:
         """SAM: submit and watch training jobs on shared wafer-scale machines."""
 
-    for command in CLIENT_COMMANDS:
-        sam.add_command(command)
     return sam
 
 

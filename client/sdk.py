@@ -11,13 +11,21 @@ Every failed call raises `client.errors.SamAPIError` (the server's problem+json)
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+# httpx's __init__ imports its own command line (httpx._main), which imports rich and pygments
+# when they happen to be installed: about half of httpx's import time, paid by every `sam` call.
+# The client never uses that command line; a None entry in sys.modules makes its import fail at
+# once, and httpx then defines a stub `main` instead (its documented fallback when rich is absent).
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+import httpx  # noqa: E402
 
 from client.config import DEFAULT_URL
 from client.errors import SamAPIError, SamConnectionError
@@ -310,6 +318,37 @@ class SamClient:
             time.sleep(poll_interval_s)
 
     # -- cluster, queue, identity ----------------------------------------------------------
+
+    # -- accounting ------------------------------------------------------------------------
+
+    def acct(
+        self,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        states: Iterable[str] = (),
+        user: str | None = None,
+        tenant: str | None = None,
+        jobs: Iterable[str] = (),
+    ) -> dict[str, Any]:
+        """Accounting records (`{start, end, items}`) of the jobs that existed during
+        [start, end] (ISO 8601 times; the server's default: today so far)."""
+        params: list[tuple[str, str]] = [("state", s) for s in states]
+        params += [("job", j) for j in jobs]
+        for key, value in (("start", start), ("end", end), ("user", user), ("tenant", tenant)):
+            if value:
+                params.append((key, value))
+        result: dict[str, Any] = self._json("GET", "/acct", params=params)
+        return result
+
+    def usage_report(
+        self, *, start: str | None = None, end: str | None = None, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """PE-hours per tenant and user inside [start, end] (`{start, end, pe_hours, tenants,
+        users}`)."""
+        params = {k: v for k, v in (("start", start), ("end", end), ("tenant", tenant)) if v}
+        result: dict[str, Any] = self._json("GET", "/reports/usage", params=params)
+        return result
 
     def queue(self) -> list[dict[str, Any]]:
         """Jobs not yet running, in scheduling order, with position, priority, reasons and eta."""
