@@ -15,7 +15,7 @@ from sam_server.services.transitions import transition
 from tests.api.helpers import ADMIN, make_tenant, make_user, spec, submit
 
 
-def _run_and_end(url: str, job_id: str, *, hours: float, outcome: str, error=None) -> None:  # type: ignore[no-untyped-def]
+def run_and_end(url: str, job_id: str, *, hours: float, outcome: str, error=None) -> None:  # type: ignore[no-untyped-def]
     """Compile, place on wse-0 as a 4x4 region `hours` ago, then end the run as a worker does."""
     with session_scope(url) as s:
         job = s.get(Job, job_id)
@@ -57,8 +57,8 @@ def test_acct_outlives_purged_jobs_and_each_tenant_sees_only_its_own(client, set
     ok = submit(client, alice, spec("train-ok")).json()["id"]
     bad = submit(client, bob, spec("train-bad")).json()["id"]
     waiting = submit(client, alice, spec("still-queued")).json()["id"]
-    _run_and_end(url, ok, hours=2, outcome="succeeded")
-    _run_and_end(url, bad, hours=1, outcome="failed", error=("numerical", "loss is nan"))
+    run_and_end(url, ok, hours=2, outcome="succeeded")
+    run_and_end(url, bad, hours=1, outcome="failed", error=("numerical", "loss is nan"))
     with session_scope(url) as s:  # retention removes the ended jobs; the queued one stays
         s.execute(delete(JobAttempt).where(JobAttempt.job_id.in_([ok, bad])))
         s.execute(delete(Job).where(Job.id.in_([ok, bad])))
@@ -115,7 +115,7 @@ def test_usage_report_clips_runs_to_the_period_per_tenant_and_user(client, setti
     carol = make_user(client, "acme", "carol")
     bob = make_user(client, "globex", "bob")
     for who, hours in ((alice, 2), (alice, 1), (carol, 1), (bob, 3)):
-        _run_and_end(url, submit(client, who).json()["id"], hours=hours, outcome="succeeded")
+        run_and_end(url, submit(client, who).json()["id"], hours=hours, outcome="succeeded")
     _purge(url)
     day = {"start": (utcnow() - timedelta(days=1)).isoformat()}
     report = client.get("/api/v1/reports/usage", params=day, headers=ADMIN).json()
