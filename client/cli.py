@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 from client.config import config_file_path
 from client.errors import SamAPIError, SamClientError
-from client.plugins import discover_plugins, load_plugin
+from client.plugins import discover_plugins, load_plugin, unavailable_command
 
 # name -> "module:attribute". Imported only when invoked (or listed by --help/completion), so
 # `sam submit` pays for submit's imports alone: a sweep of 1,000 submits is mostly start-ups.
@@ -39,6 +39,14 @@ CLIENT_COMMANDS: dict[str, str] = {
     "acct": "client.commands.acct:acct",
     "config": "client.commands.contexts:config_group",
     "completion": "client.commands.completion:completion",
+}
+
+
+# The server side's commands (entry points of the full sam-scheduler distribution), named so
+# that the light client can say what to install instead of "No such command".
+SERVER_COMMANDS = {
+    name: "the sam-scheduler package"
+    for name in ("server", "scheduler", "db", "worker", "up", "demo", "sim")
 }
 
 
@@ -80,6 +88,8 @@ class SamGroup(click.Group):
             return command
         entry_point = self._plugin_entry_points().get(cmd_name)
         if entry_point is None:
+            if cmd_name in SERVER_COMMANDS:  # the light client (sam-client) alone
+                return unavailable_command(cmd_name, SERVER_COMMANDS[cmd_name], "not installed")
             return None
         command = load_plugin(cmd_name, entry_point)
         self.add_command(command, cmd_name)
@@ -115,6 +125,23 @@ def report_api_error(exc: SamAPIError, ctx: click.Context) -> None:
             click.echo(f"hint: the token from {config.token_source} was refused", err=True)
 
 
+def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`sam --version`: the installed distribution, full (sam-scheduler) or light (sam-client)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution in ("sam-scheduler", "sam-client"):
+        try:
+            click.echo(f"sam, version {version(distribution)} ({distribution})")
+            break
+        except PackageNotFoundError:
+            continue
+    else:
+        click.echo("sam, version unknown (run from a source tree)")
+    ctx.exit(0)
+
+
 def build_cli(
     find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins,
 ) -> click.Group:
@@ -140,7 +167,14 @@ def build_cli(
         envvar="SAM_CONTEXT",
         help="Use this context of the config file (else SAM_CONTEXT, else its current-context).",
     )
-    @click.version_option(package_name="sam-scheduler", prog_name="sam")
+    @click.option(
+        "--version",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=print_version,
+        help="Show the version and exit.",
+    )
     def sam(url: str | None, token: str | None, context: str | None) -> None:
         """SAM: submit and watch training jobs on shared wafer-scale machines."""
 
