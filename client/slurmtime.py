@@ -38,7 +38,7 @@ NAMED_HOURS = {"midnight": 0, "today": 0, "noon": 12, "elevenses": 11, "fika": 1
 _RELATIVE = re.compile(r"now(?:([+-])(\d+)([a-z]*))?")
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?")
 _DATE_FORMS = (
-    re.compile(r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?:[T ](?P<t>.+))?"),
+    re.compile(r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?:[t ](?P<t>.+))?"),
     re.compile(r"(?P<m>\d{2})(?P<d>\d{2})(?P<y>\d{2})?(?:-(?P<t>.+))?"),
     re.compile(r"(?P<m>\d{1,2})/(?P<d>\d{1,2})(?:/(?P<y>\d{2,4}))?(?:-(?P<t>.+))?"),
     re.compile(r"(?P<m>\d{1,2})\.(?P<d>\d{1,2})(?:\.(?P<y>\d{2,4}))?(?:-(?P<t>.+))?"),
