@@ -6,46 +6,59 @@ Exit status: 0 success, 1 the operation failed (HTTP error, server unreachable, 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from importlib.metadata import EntryPoint
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from client.commands.admin import admin
-from client.commands.cluster import cluster, whoami
-from client.commands.control import hold, release, requeue, update
-from client.commands.fetch import fetch
-from client.commands.jobs import cancel, explain, logs, status
-from client.commands.login import login
-from client.commands.queue import queue
-from client.commands.results import metrics, report
-from client.commands.submit import submit
-from client.commands.tokens import token_group
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
 from client.config import config_file_path
 from client.errors import SamAPIError, SamClientError
-from client.plugins import discover_plugins, load_plugin
+from client.plugins import discover_plugins, load_plugin, unavailable_command
 
-CLIENT_COMMANDS: tuple[click.Command, ...] = (
-    submit,
-    queue,
-    status,
-    cancel,
-    logs,
-    explain,
-    metrics,
-    report,
-    fetch,
-    cluster,
-    whoami,
-    login,
-    admin,
-    token_group,
-    hold,
-    release,
-    requeue,
-    update,
-)
+# name -> "module:attribute". Imported only when invoked (or listed by --help/completion), so
+# `sam submit` pays for submit's imports alone: a sweep of 1,000 submits is mostly start-ups.
+CLIENT_COMMANDS: dict[str, str] = {
+    "submit": "client.commands.submit:submit",
+    "queue": "client.commands.queue:queue",
+    "status": "client.commands.jobs:status",
+    "cancel": "client.commands.jobs:cancel",
+    "logs": "client.commands.jobs:logs",
+    "explain": "client.commands.jobs:explain",
+    "metrics": "client.commands.results:metrics",
+    "report": "client.commands.acct:report_group",
+    "fetch": "client.commands.fetch:fetch",
+    "cluster": "client.commands.cluster:cluster",
+    "whoami": "client.commands.cluster:whoami",
+    "login": "client.commands.login:login",
+    "admin": "client.commands.admin:admin",
+    "token": "client.commands.tokens:token_group",
+    "acct": "client.commands.acct:acct",
+    "config": "client.commands.contexts:config_group",
+    "completion": "client.commands.completion:completion",
+    "hold": "client.commands.control:hold",
+    "release": "client.commands.control:release",
+    "requeue": "client.commands.control:requeue",
+    "update": "client.commands.control:update",
+}
+
+
+# The server side's commands (entry points of the full sam-scheduler distribution), named so
+# that the light client can say what to install instead of "No such command".
+SERVER_COMMANDS = {
+    name: "the sam-scheduler package"
+    for name in ("server", "scheduler", "db", "worker", "up", "demo", "sim")
+}
+
+
+def load_client_command(name: str) -> click.Command:
+    """Import the client command `name` (a key of CLIENT_COMMANDS)."""
+    module_name, _, attribute = CLIENT_COMMANDS[name].partition(":")
+    command: click.Command = getattr(importlib.import_module(module_name), attribute)
+    return command
 
 
 class SamGroup(click.Group):
@@ -65,15 +78,22 @@ class SamGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Client commands and plugin names, sorted."""
-        return sorted(set(super().list_commands(ctx)) | set(self._plugin_entry_points()))
+        names = set(super().list_commands(ctx)) | set(CLIENT_COMMANDS)
+        return sorted(names | set(self._plugin_entry_points()))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """A client command, or the named plugin, imported now (once)."""
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             return command
+        if cmd_name in CLIENT_COMMANDS:
+            command = load_client_command(cmd_name)
+            self.add_command(command, cmd_name)
+            return command
         entry_point = self._plugin_entry_points().get(cmd_name)
         if entry_point is None:
+            if cmd_name in SERVER_COMMANDS:  # the light client (sam-client) alone
+                return unavailable_command(cmd_name, SERVER_COMMANDS[cmd_name], "not installed")
             return None
         command = load_plugin(cmd_name, entry_point)
         self.add_command(command, cmd_name)
@@ -109,7 +129,26 @@ def report_api_error(exc: SamAPIError, ctx: click.Context) -> None:
             click.echo(f"hint: the token from {config.token_source} was refused", err=True)
 
 
-def build_cli(find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins) -> click.Group:
+def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`sam --version`: the installed distribution, full (sam-scheduler) or light (sam-client)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution in ("sam-scheduler", "sam-client"):
+        try:
+            click.echo(f"sam, version {version(distribution)} ({distribution})")
+            break
+        except PackageNotFoundError:
+            continue
+    else:
+        click.echo("sam, version unknown (run from a source tree)")
+    ctx.exit(0)
+
+
+def build_cli(
+    find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins,
+) -> click.Group:
     """A fresh `sam` group; `find_plugins` lists the plugin entry points (tests pass fakes)."""
 
     @click.group(
@@ -126,12 +165,23 @@ def build_cli(find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugi
     @click.option(
         "--token", metavar="TOKEN", help="API token (else SAM_TOKEN, else the config file)."
     )
-    @click.version_option(package_name="sam-scheduler", prog_name="sam")
-    def sam(url: str | None, token: str | None) -> None:
+    @click.option(
+        "--context",
+        metavar="NAME",
+        envvar="SAM_CONTEXT",
+        help="Use this context of the config file (else SAM_CONTEXT, else its current-context).",
+    )
+    @click.option(
+        "--version",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=print_version,
+        help="Show the version and exit.",
+    )
+    def sam(url: str | None, token: str | None, context: str | None) -> None:
         """SAM: submit and watch training jobs on shared wafer-scale machines."""
 
-    for command in CLIENT_COMMANDS:
-        sam.add_command(command)
     return sam
 
 

@@ -4,6 +4,10 @@ Precedence, highest first: `--url`/`--token`, `SAM_URL`/`SAM_TOKEN`, the config 
 (`$XDG_CONFIG_HOME/sam/config.toml`, by default `~/.config/sam/config.toml`, keys `url` and
 `token`), then `http://127.0.0.1:8000` with no token. Each setting is resolved on its own, so a
 token from the file combines with a URL from the environment.
+
+Contexts (kubectl's habit): the file may hold named `[contexts.NAME]` tables with `url` and
+`token`, and `current-context = "NAME"` picks one (`sam config use-context NAME`); `--context` or
+`SAM_CONTEXT` picks one for a single call. With no context in use, the top-level keys apply.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from client.errors import ClientConfigError
 
@@ -39,11 +44,11 @@ def config_file_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(base).expanduser() / "sam" / "config.toml"
 
 
-def read_config_file(path: Path) -> dict[str, str]:
-    """The `url` and `token` keys of a TOML config file; an absent file gives `{}`."""
+def read_config_document(path: Path) -> dict[str, Any]:
+    """The whole TOML config file; an absent file gives `{}`."""
     try:
         with path.open("rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except FileNotFoundError:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -51,6 +56,30 @@ def read_config_file(path: Path) -> dict[str, str]:
             f"cannot read the client config {path}: {exc}; fix the file (TOML with keys "
             "url and token) or remove it"
         ) from exc
+
+
+def config_contexts(document: Mapping[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """The file's `[contexts.NAME]` tables by name."""
+    contexts = document.get("contexts") or {}
+    if not isinstance(contexts, dict) or not all(isinstance(v, dict) for v in contexts.values()):
+        raise ClientConfigError(f"{path}: 'contexts' must hold tables [contexts.NAME]")
+    return contexts
+
+
+def read_config_file(path: Path, context: str | None = None) -> dict[str, str]:
+    """The `url` and `token` of a TOML config file: those of `context`, else of the file's
+    `current-context`, else the top-level keys; an absent file gives `{}`."""
+    data = read_config_document(path)
+    name = context or data.get("current-context")
+    if name:
+        contexts = config_contexts(data, path)
+        if name not in contexts:
+            known = ", ".join(sorted(contexts)) or "none yet"
+            raise ClientConfigError(
+                f"no context {name!r} in {path} (known: {known}); add it with `sam config "
+                f"set-context {name} --url URL --token TOKEN`"
+            )
+        data = contexts[name]
     settings = {}
     for key in ("url", "token"):
         value = data.get(key)
@@ -62,9 +91,13 @@ def read_config_file(path: Path) -> dict[str, str]:
 
 
 def resolve_config(
-    url: str | None = None, token: str | None = None, env: Mapping[str, str] | None = None
+    url: str | None = None,
+    token: str | None = None,
+    env: Mapping[str, str] | None = None,
+    context: str | None = None,
 ) -> ClientConfig:
-    """Resolve URL and token from flags, environment, config file and default, in that order."""
+    """Resolve URL and token from flags, environment, config file and default, in that order
+    (the file's values from `context`, else SAM_CONTEXT, else its current-context)."""
     env = os.environ if env is None else env
     file_path = config_file_path(env)
     from_file: dict[str, str] | None = None
@@ -72,7 +105,7 @@ def resolve_config(
     def from_config(key: str) -> str | None:
         nonlocal from_file
         if from_file is None:
-            from_file = read_config_file(file_path)
+            from_file = read_config_file(file_path, context or env.get("SAM_CONTEXT") or None)
         return from_file.get(key)
 
     resolved: dict[str, tuple[str | None, str]] = {}
@@ -93,12 +126,34 @@ def resolve_config(
     )
 
 
-def write_config_file(path: Path, settings: Mapping[str, str]) -> None:
-    """Write `url`/`token` settings as TOML, readable by the owner only (it holds a secret)."""
+def write_config_file(path: Path, settings: Mapping[str, Any]) -> None:
+    """Write settings as TOML (top-level strings, then `[contexts.NAME]` tables), readable by
+    the owner only (it holds secrets)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # JSON string escapes are valid TOML basic-string escapes for these ASCII-safe values.
-    body = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items() if value)
+    body = "".join(
+        f"{key} = {json.dumps(value)}\n"
+        for key, value in settings.items()
+        if value and isinstance(value, str)
+    )
+    for name, table in (settings.get("contexts") or {}).items():
+        body += f"\n[contexts.{json.dumps(name)}]\n"
+        body += "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items() if v)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(body)
     os.chmod(path, 0o600)  # an existing file keeps its old mode through O_CREAT
+
+
+def save_connection(path: Path, *, url: str, token: str, context: str | None = None) -> None:
+    """Store `url` and `token` in the context in use (`context`, SAM_CONTEXT, the file's
+    current-context), or at the top level when none is; other settings are kept."""
+    document = read_config_document(path)
+    name = context or os.environ.get("SAM_CONTEXT") or document.get("current-context")
+    if name:
+        contexts = config_contexts(document, path)
+        contexts[name] = {**contexts.get(name, {}), "url": url, "token": token}
+        document["contexts"] = contexts
+    else:
+        document.update(url=url, token=token)
+    write_config_file(path, document)

@@ -8,15 +8,20 @@ unavailable instead of breaking `sam`.
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 ENTRY_POINT_GROUP = "sam.commands"
 
 
 def discover_plugins() -> dict[str, EntryPoint]:
     """The declared plugin commands by name (nothing is imported)."""
+    from importlib.metadata import entry_points  # scanning installed packages: only when needed
+
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

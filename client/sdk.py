@@ -11,17 +11,21 @@ Every failed call raises `client.errors.SamAPIError` (the server's problem+json)
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
-import httpx
-
+from client import quickhttp
 from client.config import DEFAULT_URL
 from client.errors import SamAPIError, SamConnectionError
 from client.sse import ServerSentEvent, parse_sse
+
+if TYPE_CHECKING:
+    import httpx
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE_STATES = ("queued", "compiling", "pending", "running", "cancelling")
@@ -45,22 +49,38 @@ class SamClient:
         base = url.rstrip("/")
         base = base[: -len(API_PREFIX)] if base.endswith(API_PREFIX) else base
         self.url = base
-        headers = {"User-Agent": "sam-client/0.1", "Accept": "application/json"}
+        self._headers = {"User-Agent": "sam-client/0.1", "Accept": "application/json"}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(
-            base_url=base + API_PREFIX,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            transport=transport,
-            # A plain-http URL never negotiates TLS (redirects are not followed), so skip
-            # loading the CA bundle: it costs 0.1-0.3 s on every command.
-            verify=base.startswith("https://"),
-        )
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout_s = timeout_s
+        self._transport = transport
+        self._client: httpx.Client | None = None
+        # Short JSON calls to a plain-http server go over a bare socket (client.quickhttp):
+        # importing httpx is half of a short `sam` command's start-up. HTTPS, streams and
+        # injected transports (tests' fakes) use httpx, imported on first use.
+        self._quick = transport is None and base.startswith("http://")
+
+    @property
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            import httpx
+
+            _silence_httpx_cli()
+            self._client = httpx.Client(
+                base_url=self.url + API_PREFIX,
+                headers=self._headers,
+                timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 10.0)),
+                transport=self._transport,
+                # A plain-http URL never negotiates TLS (redirects are not followed), so skip
+                # loading the CA bundle: it costs 0.1-0.3 s on every command.
+                verify=self.url.startswith("https://"),
+            )
+        return self._client
 
     def close(self) -> None:
         """Close the underlying connection pool."""
-        self._http.close()
+        if self._client is not None:
+            self._client.close()
 
     def __enter__(self) -> SamClient:
         return self
@@ -72,12 +92,16 @@ class SamClient:
 
     def _send(
         self, method: str, path: str, *, resend_after_reply: bool = True, **kwargs: Any
-    ) -> httpx.Response:
+    ) -> httpx.Response | quickhttp.QuickResponse:
         """Send once, and once more after a transport failure.
 
         `resend_after_reply=False` retries only when the request surely never reached the
         server (connect failures), for calls that are not idempotent.
         """
+        if self._quick:
+            return self._send_quick(method, path, resend_after_reply, **kwargs)
+        import httpx
+
         for attempt in (1, 2):
             try:
                 response = self._http.request(method, path, **kwargs)
@@ -87,6 +111,37 @@ class SamClient:
                 )
                 if attempt == 2 or not retryable:
                     raise SamConnectionError(self.url, _reason(exc)) from exc
+                time.sleep(self.retry_delay_s)
+                continue
+            if response.is_error:
+                raise problem_from_response(response)
+            return response
+        raise AssertionError("unreachable")
+
+    def _send_quick(
+        self,
+        method: str,
+        path: str,
+        resend_after_reply: bool,
+        *,
+        json: Any = None,
+        params: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> quickhttp.QuickResponse:
+        url = self.url + API_PREFIX + path
+        if params:
+            url += "?" + urlencode(params, doseq=True)
+        all_headers = {**self._headers, **(headers or {})}
+        body = None
+        if json is not None:
+            body = _json_dumps(json)
+            all_headers["Content-Type"] = "application/json"
+        for attempt in (1, 2):
+            try:
+                response = quickhttp.request(url, method, all_headers, body, self._timeout_s)
+            except quickhttp.QuickHTTPError as exc:
+                if attempt == 2 or not (resend_after_reply or not exc.sent):
+                    raise SamConnectionError(self.url, str(exc)) from exc
                 time.sleep(self.retry_delay_s)
                 continue
             if response.is_error:
@@ -217,6 +272,8 @@ class SamClient:
         without reaching the server. A server that answers with plain text instead of a stream
         yields each line as a `log` event and no `end` event. `after`: start after that event id.
         """
+        import httpx
+
         last_id: str | None = after
         down_since: float | None = None
         while True:
@@ -238,6 +295,8 @@ class SamClient:
             time.sleep(self.retry_delay_s)
 
     def _follow_once(self, job_id: str, last_id: str | None) -> Iterator[ServerSentEvent]:
+        import httpx
+
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if last_id:
             headers["Last-Event-ID"] = last_id
@@ -278,6 +337,8 @@ class SamClient:
     def download(self, url: str, dest: Path) -> int:
         """Stream the file at `url` (an API path such as `/api/v1/jobs/ID/weights`) into `dest`,
         written whole or not at all; returns its size in bytes."""
+        import httpx
+
         path = url[len(API_PREFIX) :] if url.startswith(API_PREFIX) else url
         dest.parent.mkdir(parents=True, exist_ok=True)
         partial = dest.with_name(f".{dest.name}.part")
@@ -328,6 +389,37 @@ class SamClient:
             time.sleep(poll_interval_s)
 
     # -- cluster, queue, identity ----------------------------------------------------------
+
+    # -- accounting ------------------------------------------------------------------------
+
+    def acct(
+        self,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        states: Iterable[str] = (),
+        user: str | None = None,
+        tenant: str | None = None,
+        jobs: Iterable[str] = (),
+    ) -> dict[str, Any]:
+        """Accounting records (`{start, end, items}`) of the jobs that existed during
+        [start, end] (ISO 8601 times; the server's default: today so far)."""
+        params: list[tuple[str, str]] = [("state", s) for s in states]
+        params += [("job", j) for j in jobs]
+        for key, value in (("start", start), ("end", end), ("user", user), ("tenant", tenant)):
+            if value:
+                params.append((key, value))
+        result: dict[str, Any] = self._json("GET", "/acct", params=params)
+        return result
+
+    def usage_report(
+        self, *, start: str | None = None, end: str | None = None, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """PE-hours per tenant and user inside [start, end] (`{start, end, pe_hours, tenants,
+        users}`)."""
+        params = {k: v for k, v in (("start", start), ("end", end), ("tenant", tenant)) if v}
+        result: dict[str, Any] = self._json("GET", "/reports/usage", params=params)
+        return result
 
     def queue(self) -> list[dict[str, Any]]:
         """Jobs not yet running, in scheduling order, with position, priority, reasons and eta."""
@@ -387,7 +479,24 @@ class SamClient:
         return self._json("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
 
 
-def problem_from_response(response: httpx.Response) -> SamAPIError:
+def _json_dumps(data: Any) -> bytes:
+    import json
+
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _silence_httpx_cli() -> None:
+    """Keep httpx from importing its own command line.
+
+    httpx's __init__ imports httpx._main, which imports rich and pygments when they happen to be
+    installed: about half of httpx's import time. The client never uses that command line; a
+    None entry in sys.modules makes the import fail at once, and httpx then defines a stub
+    `main` (its fallback when rich is absent)."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
+def problem_from_response(response: httpx.Response | quickhttp.QuickResponse) -> SamAPIError:
     """Turn an error response (RFC 9457 problem+json, or anything else) into a SamAPIError."""
     try:
         body = response.json()
@@ -409,6 +518,6 @@ def problem_from_response(response: httpx.Response) -> SamAPIError:
     )
 
 
-def _reason(exc: httpx.TransportError) -> str:
+def _reason(exc: Exception) -> str:
     text = str(exc).strip()
     return text or type(exc).__name__

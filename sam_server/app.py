@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
 from sam_server import __version__
-from sam_server.api import control, jobs, ops, problems, results, tenants, tokens
+from sam_server.api import accounting, control, jobs, ops, problems, results, tenants, tokens
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(control.router)
     app.include_router(tokens.router)
     app.include_router(results.router)
+    app.include_router(accounting.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, metrics=prom)
     return app

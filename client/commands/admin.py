@@ -7,6 +7,14 @@ from typing import Any, TypeVar
 
 import click
 
+from client.columns import (
+    Column,
+    columns_by_name,
+    field,
+    format_option,
+    parse_format,
+    render_selected,
+)
 from client.commands.options import (
     connection_options,
     echo_data,
@@ -21,6 +29,7 @@ from client.output import render_key_values, render_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 QUOTA_FIELDS = ("max_pes", "max_running_jobs", "max_queued_jobs", "share")
+USAGE_FIELDS = ("running_jobs", "queued_jobs", "pes", "pe_seconds")
 QUOTA_DEFAULTS = {"share": 1}  # an omitted limit means none; an omitted share means 1
 
 
@@ -73,14 +82,26 @@ def create_tenant(name: str, output: str, url: str | None, token: str | None, **
     _print_tenant(created, output)
 
 
+TENANT_COLUMNS = [
+    Column("Name", lambda t: t.get("name")),
+    *[Column(k, field(k, "quota")) for k in QUOTA_FIELDS],
+    *[Column(k, field(k, "usage")) for k in USAGE_FIELDS],
+]
+
+
 @tenant.command("list")
+@format_option(TENANT_COLUMNS, "the table below")
 @output_option
 @connection_options
-def list_tenants(output: str, url: str | None, token: str | None) -> None:
+def list_tenants(columns: str | None, output: str, url: str | None, token: str | None) -> None:
     """Every tenant with its quota and usage."""
     tenants = open_client(url, token).list_tenants()
     if output in ("json", "yaml"):
         echo_data(tenants, output)
+        return
+    if columns:
+        selected = parse_format(columns, columns_by_name(TENANT_COLUMNS))
+        click.echo(render_selected(selected, tenants))
         return
     rows = [
         [t.get("name"), *[(t.get("quota") or {}).get(k) for k in QUOTA_FIELDS], _usage_text(t)]

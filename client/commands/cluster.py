@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from client.columns import Column, columns_by_name, format_option, parse_format, render_selected
 from client.commands.options import connection_options, echo_data, open_client, output_option
 from client.occupancy import render_wafer_map
 from client.output import render_key_values, render_table
@@ -13,17 +15,41 @@ from client.output import render_key_values, render_table
 WAFER_COLUMNS = ["WAFER", "ARCH", "SIZE", "STATE", "FREE_PES", "USED", "JOBS", "FRAG"]
 
 
+def _wafer_column(index: int) -> Callable[[dict[str, Any]], Any]:
+    return lambda wafer: wafer_row(wafer)[index]
+
+
+CLUSTER_COLUMNS = [
+    *[Column(name, _wafer_column(i)) for i, name in enumerate(WAFER_COLUMNS)],
+    Column("Rows", lambda w: w.get("rows")),
+    Column("Cols", lambda w: w.get("cols")),
+    Column(
+        "Jobs_IDs",
+        lambda w: (
+            ",".join(str(a.get("job_id") or "(hidden)") for a in w.get("allocations") or []) or None
+        ),
+    ),
+]
+
+
 @click.command()
 @click.option("--no-map", is_flag=True, help="Only the table, without occupancy maps.")
+@format_option(CLUSTER_COLUMNS, ",".join(WAFER_COLUMNS).lower())
 @output_option
 @connection_options
-def cluster(no_map: bool, output: str, url: str | None, token: str | None) -> None:
-    """Wafers, the regions jobs hold on them, and compile servers."""
+def cluster(
+    no_map: bool, columns: str | None, output: str, url: str | None, token: str | None
+) -> None:
+    """Wafers, the regions jobs hold on them, and compile servers (--format: the wafers only)."""
     data = open_client(url, token).cluster()
     if output in ("json", "yaml"):
         echo_data(data, output)
         return
     wafers = data.get("wafers") or []
+    if columns:
+        selected = parse_format(columns, columns_by_name(CLUSTER_COLUMNS))
+        click.echo(render_selected(selected, wafers))
+        return
     click.echo(render_table(WAFER_COLUMNS, [wafer_row(w) for w in wafers]))
     if output == "wide":
         click.echo(

@@ -62,7 +62,9 @@ def open_client(url: str | None = None, token: str | None = None) -> SamClient:
     """A SamClient for this invocation: subcommand flags, then `sam` flags, env, config file."""
     ctx = click.get_current_context()
     root = ctx.find_root().params
-    config = resolve_config(url or root.get("url"), token or root.get("token"))
+    config = resolve_config(
+        url or root.get("url"), token or root.get("token"), context=root.get("context")
+    )
     client = SamClient(config.url, config.token)
     ctx.call_on_close(client.close)
     ctx.meta["sam.config"] = config

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from client.commands.options import connection_options, echo_data, open_client, output_option
+from client.columns import Column, columns_by_name, format_option, parse_format, render_selected
+from client.commands.options import connection_options, open_client, output_option
 from client.errors import SamAPIError
 from client.output import (
     STATE_CODES,
     STATE_LEGEND,
+    dump_data,
     format_reason,
     format_region,
     format_time,
@@ -25,6 +30,26 @@ from client.sdk import ACTIVE_STATES, SamClient
 WAITING_STATES = ("queued", "compiling", "pending")
 
 COLUMNS = ["JOBID", "TENANT", "NAME", "USER", "ST", "TIME", "REGION", "REASON"]
+# --format columns (squeue -O's idea); the plain table above stays the default.
+QUEUE_FORMAT_COLUMNS = [
+    Column("JobID", lambda j: j.get("id")),
+    Column("Tenant", lambda j: j.get("tenant")),
+    Column("Name", lambda j: j.get("name")),
+    Column("User", lambda j: j.get("user")),
+    Column("ST", lambda j: state_code(j.get("state"))),
+    Column("State", lambda j: j.get("state")),
+    Column("Time", lambda j: job_elapsed(j, now_utc())),
+    Column("Region", lambda j: format_region(j.get("region"))),
+    Column("Reason", lambda j: format_reason(j)),
+    Column("Priority", lambda j: j.get("priority")),
+    Column("Mode", lambda j: j.get("mode")),
+    Column("Attempts", lambda j: j.get("attempts")),
+    Column("Submitted", lambda j: format_time(j.get("created_at"))),
+    Column("Started", lambda j: format_time(j.get("started_at"))),
+    Column("Step", lambda j: (j.get("progress") or {}).get("step")),
+    Column("Loss", lambda j: (j.get("progress") or {}).get("loss")),
+]
+QUEUE_DEFAULT_FORMAT = "jobid,tenant,name,user,st,time,region,reason"
 WIDE_COLUMNS = [*COLUMNS, "PRIORITY", "MODE", "PROGRESS", "SUBMITTED"]
 NAME_WIDTH = 24
 # Display order, as squeue does: what holds the machine first, then what waits, then history.
@@ -63,7 +88,21 @@ def parse_states(values: tuple[str, ...]) -> list[str]:
 @click.option("--user", "-u", metavar="NAME", help="Only this user's jobs.")
 @click.option("--me", is_flag=True, help="Only my jobs (the token's user).")
 @click.option("--tenant", metavar="NAME", help="Only this tenant's jobs (admins).")
-@click.option("--no-headers", is_flag=True, help="Omit the header line.")
+@click.option(
+    "--no-headers", "--noheader", "no_headers", is_flag=True, help="Omit the header line."
+)
+@click.option(
+    "--watch",
+    "-i",
+    "--iterate",
+    "watch",
+    is_flag=False,
+    flag_value="2",
+    default=None,
+    type=click.FloatRange(min=0.2),
+    metavar="[SECONDS]",
+    help="Redraw every SECONDS (default 2) until Ctrl-C (squeue -i).",
+)
 @click.option(
     "--array",
     "-r",
@@ -71,6 +110,7 @@ def parse_states(values: tuple[str, ...]) -> list[str]:
     is_flag=True,
     help="One row per array task (by default an array's waiting tasks share a row: ID_[3-99]).",
 )
+@format_option(QUEUE_FORMAT_COLUMNS, QUEUE_DEFAULT_FORMAT)
 @output_option
 @connection_options
 def queue(
@@ -81,28 +121,56 @@ def queue(
     tenant: str | None,
     no_headers: bool,
     expand_arrays: bool,
+    watch: float | None,
+    columns: str | None,
     output: str,
     url: str | None,
     token: str | None,
 ) -> None:
     """List jobs (by default those not yet ended), squeue style."""
     states = parse_states(state_values) or ([] if show_all else list(ACTIVE_STATES))
+    selected = parse_format(columns, columns_by_name(QUEUE_FORMAT_COLUMNS)) if columns else None
     client = open_client(url, token)
     if me:
         user = str(client.whoami()["name"])
-    jobs = list(client.list_jobs(states=states, user=user, tenant=tenant))
-    if output in ("json", "yaml"):
-        echo_data(jobs, output)
+
+    def draw() -> str:
+        jobs = list(client.list_jobs(states=states, user=user, tenant=tenant))
+        if output in ("json", "yaml"):
+            return dump_data(jobs, output)
+        jobs = with_scheduler_reasons(client, jobs)
+        jobs.sort(key=_display_key)
+        if not expand_arrays:
+            jobs = collapse_arrays(jobs)
+        if selected is not None:
+            return render_selected(selected, jobs, no_headers=no_headers)
+        wide = output == "wide"
+        rows = [job_row(job, wide=wide) for job in jobs]
+        return render_table(WIDE_COLUMNS if wide else COLUMNS, rows, no_headers=no_headers)
+
+    if watch is None:
+        text = draw()
+        if text:
+            click.echo(text)
         return
-    jobs = with_scheduler_reasons(client, jobs)
-    jobs.sort(key=_display_key)
-    if not expand_arrays:
-        jobs = collapse_arrays(jobs)
-    wide = output == "wide"
-    rows = [job_row(job, wide=wide) for job in jobs]
-    table = render_table(WIDE_COLUMNS if wide else COLUMNS, rows, no_headers=no_headers)
-    if table:
-        click.echo(table)
+    watch_screen(draw, watch)
+
+
+def watch_screen(draw: Callable[[], str], every_s: float) -> None:
+    """Redraw `draw()`'s text every `every_s` seconds (screen cleared on a terminal, a
+    timestamped block otherwise) until Ctrl-C, which exits 0 as `watch` and `squeue -i` do."""
+    terminal = sys.stdout.isatty()
+    try:
+        while True:
+            text = draw()
+            stamp = time.strftime("%a %b %d %H:%M:%S %Y")
+            if terminal:
+                click.clear()
+            click.echo(f"{stamp} (every {every_s:g}s; Ctrl-C to stop)\n{text}".rstrip(), nl=True)
+            sys.stdout.flush()
+            time.sleep(every_s)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(0) from None
 
 
 def with_scheduler_reasons(client: SamClient, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:

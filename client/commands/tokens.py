@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from client.columns import Column, columns_by_name, format_option, parse_format, render_selected
 from client.commands.options import (
     connection_options,
     echo_data,
@@ -19,9 +20,15 @@ from client.commands.options import (
     output_option,
     token_output_option,
 )
-from client.output import render_table
 
 COLUMNS = ("id", "prefix", "tenant", "user", "created_at", "last_used_at", "revoked_at")
+
+
+def _token_column(name: str) -> Column:
+    return Column(name.upper(), lambda row: _cell(name, row.get(name)))
+
+
+TOKEN_COLUMNS = [_token_column(c) for c in (*COLUMNS, "bootstrap")]
 
 
 @click.group("token")
@@ -33,12 +40,14 @@ def token_group() -> None:
 @click.option("--tenant", "tenant_name", help="Only this tenant's tokens (cluster admin).")
 @click.option("--user", "user_name", help="Only this user's tokens.")
 @click.option("--all", "include_revoked", is_flag=True, help="Include revoked tokens.")
+@format_option(TOKEN_COLUMNS, ",".join(COLUMNS))
 @output_option
 @connection_options
 def list_tokens(
     tenant_name: str | None,
     user_name: str | None,
     include_revoked: bool,
+    columns: str | None,
     output: str,
     url: str | None,
     token: str | None,
@@ -50,8 +59,8 @@ def list_tokens(
     if output in ("json", "yaml"):
         echo_data(rows, output)
         return
-    headers = [c.upper() for c in COLUMNS]
-    click.echo(render_table(headers, [[_cell(c, r.get(c)) for c in COLUMNS] for r in rows]))
+    selected = parse_format(columns or ",".join(COLUMNS), columns_by_name(TOKEN_COLUMNS))
+    click.echo(render_selected(selected, rows))
 
 
 def _cell(column: str, value: Any) -> Any:

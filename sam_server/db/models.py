@@ -289,3 +289,44 @@ class OutboxMessage(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class JobAccounting(Base):
+    """A job's accounting record (sacct's), written when the job ends and again if it ends again
+    after a requeue. No foreign key: it outlives the job row, its logs and metrics (retention),
+    the user and the tenant, so names are copied, not referenced."""
+
+    __tablename__ = "job_accounting"
+    __table_args__ = (
+        Index("ix_job_accounting_tenant_end", "tenant_id", "end_at"),
+        Index("ix_job_accounting_end", "end_at"),
+    )
+
+    job_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    # One row per array task; the array's parent id and the task's index (null for plain jobs).
+    array_job_id: Mapped[str | None] = mapped_column(String(24), index=True)
+    array_task_id: Mapped[int | None] = mapped_column(Integer)
+    tenant_id: Mapped[int] = mapped_column(Integer)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[int] = mapped_column(Integer)
+    user: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(128))
+    mode: Mapped[str] = mapped_column(String(16))
+    priority: Mapped[str] = mapped_column(String(8))
+    state: Mapped[str] = mapped_column(String(16))
+    exit_kind: Mapped[str | None] = mapped_column(String(32))
+    submit_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    start_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    end_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
+    time_limit_s: Mapped[int] = mapped_column(Integer)
+    wafer_id: Mapped[str | None] = mapped_column(String(64))
+    region_row: Mapped[int | None] = mapped_column(Integer)
+    region_col: Mapped[int | None] = mapped_column(Integer)
+    region_rows: Mapped[int | None] = mapped_column(Integer)
+    region_cols: Mapped[int | None] = mapped_column(Integer)
+    pe_hours: Mapped[float] = mapped_column(Float, default=0.0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # Each run on a wafer as [start ISO, end ISO, PEs]: usage reports clip them to a period.
+    intervals: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -15,6 +15,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sam_server.db.models import Job, JobEvent
 from sam_server.db.types import utcnow
 from sam_server.errors import InvalidTransition
+from sam_server.services.accounting import record_job_end
 
 
 class JobState(StrEnum):
@@ -93,4 +94,6 @@ def transition(
         # The row is already written: update the loaded object without marking it dirty.
         set_committed_value(job, key, value)
     session.add(JobEvent(job_id=job.id, from_state=current.value, to_state=to.value, reason=reason))
+    if to in TERMINAL:  # the accounting record, kept after retention purges the job
+        record_job_end(session, job)
     return job

@@ -1,0 +1,221 @@
+"""The command line's speed, Slurm's way of using it: sequential `sam submit --parsable` calls.
+
+Starts `sam server` on a fresh SQLite database in a temporary folder, makes a tenant and a user,
+then measures, in one run so that ratios compare:
+
+- `cli_submits_per_s`: N sequential `sam submit job.yaml --parsable` through the `sam` console
+  script of this venv (every call a new Python process, as in a shell loop), and
+  `python_floor_per_s`, N sequential `python -c pass` of the same interpreter (the ceiling);
+- `client_install_mb` and `light_cli_submits_per_s`: the light client (client/pyproject.toml,
+  distribution `sam-client`) installed alone in a fresh venv (pip from the configured indexes),
+  the MB it added to site-packages, and the same submits through its `sam` (`--skip-install`:
+  null);
+- `array_tasks_per_s`: one `POST /api/v1/jobs` with `"array": "0-{T-1}"` creating T tasks
+  (job arrays, another branch's work): null when the server answers 404/422 (no arrays yet) or
+  creates fewer than T jobs;
+- `sbatch_submits_per_s`: N sequential `sbatch --hold --parsable --wrap true` when Slurm answers
+  here (`sinfo` succeeds), else null. To have it on Debian: `apt-get install slurm-wlm`, write
+  a one-node /etc/slurm/slurm.conf (ClusterName, SlurmctldHost=localhost, NodeName=localhost
+  CPUs=2 State=UNKNOWN, PartitionName=debug Nodes=ALL Default=YES, ProctrackType=proctrack/linuxproc,
+  SelectType=select/cons_tres), then start `munged`, `slurmctld` and `slurmd`.
+
+Ends with one JSON line: {"cli_submits_per_s", "array_tasks_per_s", "client_install_mb",
+"sbatch_submits_per_s", ...}.
+
+    python benchmarks/cli.py [--submits 40] [--array-tasks 10000] [--skip-install]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN = "sam_admin_bench"
+MODEL = "import torch.nn as nn\n\n\nclass Net(nn.Linear):\n    def __init__(self):\n        super().__init__(8, 2)\n"
+JOB = (
+    "name: sweep\nmodel: {file: model.py, class: Net}\n"
+    "data: {source: synthetic, task: regression, input_shape: [8], batch_size: 4}\n"
+    "resources: {region: {rows: 4, cols: 4}, time_limit: 5m}\n"
+)
+SPEC = {
+    "name": "array-bench",
+    "model": {"builtin": "mlp"},
+    "resources": {"region": {"rows": 8, "cols": 8}, "time_limit": "10m"},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    """`sam server` on SQLite under `data_dir` (it creates the database itself)."""
+    env = dict(
+        os.environ,
+        SAM_DATA_DIR=str(data_dir),
+        SAM_ADMIN_TOKEN=ADMIN,
+        SAM_LOG_LEVEL="WARNING",
+    )
+    env.pop("SAM_DATABASE_URL", None)
+    sam = [sys.executable, "-c", "import sys; from client.cli import main; main(sys.argv[1:])"]
+    proc = subprocess.Popen(
+        [*sam, "server", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(600):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the server did not start")
+
+
+def make_user(base: str) -> str:
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    httpx.post(f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin).raise_for_status()
+    made = httpx.post(
+        f"{base}/api/v1/tenants/bench/users", json={"name": "ann", "role": "user"}, headers=admin
+    )
+    made.raise_for_status()
+    return str(made.json()["token"])
+
+
+def per_second(argv: list[str], n: int, *, cwd: Path, env: dict[str, str]) -> float:
+    """Calls per second of `argv` run `n` times in a row (each must exit 0)."""
+    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)  # warm caches
+    start = time.perf_counter()
+    for _ in range(n):
+        subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
+    return n / (time.perf_counter() - start)
+
+
+def light_client(where: Path) -> tuple[Path, float]:
+    """Install client/ alone in a fresh venv: its `sam` and the MB added to site-packages."""
+    source = where / "client-src"
+    shutil.copytree(ROOT / "client", source, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    env_dir = where / "light-venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    before = site_mb(env_dir)
+    subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return env_dir / "bin" / "sam", round(site_mb(env_dir) - before, 2)
+
+
+def site_mb(env_dir: Path) -> float:
+    [site] = env_dir.glob("lib/python*/site-packages")
+    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 1e6
+
+
+def array_rate(base: str, token: str, tasks: int, database: Path) -> float | None:
+    """Tasks per second of one array submit, or None when the server has no arrays."""
+    before = count_jobs(database)
+    body = {"spec": SPEC, "files": {}, "array": f"0-{tasks - 1}"}
+    start = time.perf_counter()
+    answer = httpx.post(
+        f"{base}/api/v1/jobs",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=600,
+    )
+    elapsed = time.perf_counter() - start
+    if answer.status_code in (404, 422):
+        print(f"array submit: {answer.status_code} (no job arrays on this server)", file=sys.stderr)
+        return None
+    answer.raise_for_status()
+    created = count_jobs(database) - before
+    if created < tasks:
+        print(f"array submit created {created} jobs, not {tasks}", file=sys.stderr)
+        return None
+    return tasks / elapsed
+
+
+def count_jobs(database: Path) -> int:
+    with sqlite3.connect(database) as conn:
+        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])
+
+
+def sbatch_rate(n: int, where: Path) -> float | None:
+    """sbatch submits per second (held, so nothing runs), or None without a working Slurm."""
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return None
+    if subprocess.run(["sinfo"], capture_output=True, timeout=10).returncode != 0:
+        return None
+    argv = ["sbatch", "--hold", "--parsable", "--output=/dev/null", "--wrap", "true"]
+    rate = per_second(argv, n, cwd=where, env=dict(os.environ))
+    subprocess.run(["scancel", "--user", os.environ.get("USER", "root")], capture_output=True)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--submits", type=int, default=40)
+    parser.add_argument("--array-tasks", type=int, default=10_000)
+    parser.add_argument("--skip-install", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sam-cli-bench-") as tmp:
+        where = Path(tmp)
+        (where / "job").mkdir()
+        (where / "job" / "model.py").write_text(MODEL)
+        (where / "job" / "job.yaml").write_text(JOB)
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = start_server(where / "data", port)
+        try:
+            token = make_user(base)
+            env = dict(os.environ, SAM_URL=base, SAM_TOKEN=token, HOME=str(where))
+            sam = str(Path(sys.executable).with_name("sam"))
+            submit = ["job.yaml", "--parsable"]
+            floor = per_second([sys.executable, "-c", "pass"], args.submits, cwd=where, env=env)
+            cli = per_second([sam, "submit", *submit], args.submits, cwd=where / "job", env=env)
+            print(f"sam submit: {cli:.1f}/s (python -c pass: {floor:.1f}/s)", file=sys.stderr)
+            install_mb = light = None
+            if not args.skip_install:
+                light_sam, install_mb = light_client(where)
+                light = per_second(
+                    [str(light_sam), "submit", *submit], args.submits, cwd=where / "job", env=env
+                )
+                print(f"light client: {install_mb} MB, {light:.1f} submits/s", file=sys.stderr)
+            database = where / "data" / "sam.db"
+            arrays = array_rate(base, token, args.array_tasks, database)
+            sbatch = sbatch_rate(args.submits, where)
+        finally:
+            server.terminate()
+            server.wait(30)
+    figures = {
+        "cli_submits_per_s": round(cli, 1),
+        "array_tasks_per_s": None if arrays is None else round(arrays, 1),
+        "client_install_mb": install_mb,
+        "sbatch_submits_per_s": None if sbatch is None else round(sbatch, 1),
+        "light_cli_submits_per_s": None if light is None else round(light, 1),
+        "python_floor_per_s": round(floor, 1),
+        "submits": args.submits,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The light client (client/pyproject.toml, distribution `sam-client`) installed alone in a fresh
+venv: what it pulls (no torch, Celery, SQLAlchemy, FastAPI; under 40 MB) and `sam submit` with
+it against the real server. pip resolves from the configured indexes (the machine's local wheel
+folders and PyPI), as a login node would."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+import client
+from tests.client.test_cli_acct import JOB, MODEL, people  # noqa: F401 (fixture)
+
+CLIENT_SRC = Path(client.__file__).parent
+HEAVY = {"torch", "celery", "sqlalchemy", "fastapi", "uvicorn", "pydantic", "numpy", "alembic"}
+MAX_MB = 40.0
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'sam.db'}"
+
+
+def site_packages_mb(env_dir: Path) -> float:
+    """Installed size under site-packages, in MB."""
+    [site] = env_dir.glob("lib/python*/site-packages")
+    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 1e6
+
+
+def build_light_venv(where: Path) -> tuple[Path, float]:
+    """A fresh venv with only `pip install <copy of client/>`; its bin dir and the MB it added.
+
+    The source is copied first so that the build leaves no build/ or egg-info in the checkout."""
+    source = where / "client-src"
+    shutil.copytree(CLIENT_SRC, source, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    env_dir = where / "light-venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    before = site_packages_mb(env_dir)
+    subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    return env_dir / "bin", site_packages_mb(env_dir) - before
+
+
+@pytest.mark.slow
+def test_light_client_installs_alone_and_submits(live_server, people, tmp_path):  # noqa: F811
+    bin_dir, added_mb = build_light_venv(tmp_path)
+    listed = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    installed = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert "sam-client" in installed and "httpx" in installed
+    assert installed & HEAVY == set(), installed
+    assert added_mb < MAX_MB, f"the client install added {added_mb:.1f} MB"
+    # Nothing of the server side is importable there; the CLI does not try.
+    probe = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import importlib.util as u; print([m for m in "
+         f"{sorted(HEAVY | {'sam_server', 'sam_worker', 'compiler'})!r} if u.find_spec(m)])"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert probe.stdout.strip() == "[]"
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "model.py").write_text(MODEL)
+    (folder / "job.yaml").write_text(JOB.format(name="from-login-node"))
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "SAM_URL": live_server.url}
+    env["SAM_TOKEN"] = people["alice"]
+    sam = str(bin_dir / "sam")
+    submitted = subprocess.run(
+        [sam, "submit", "job.yaml", "--parsable"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    shown = subprocess.run(
+        [sam, "status", job_id, "-o", "json"], env=env, capture_output=True, text=True
+    )
+    assert json.loads(shown.stdout)["name"] == "from-login-node"
+    server_side = subprocess.run([sam, "up"], env=env, capture_output=True, text=True)
+    assert server_side.returncode == 1 and "sam-scheduler" in server_side.stderr
