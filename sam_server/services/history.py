@@ -156,9 +156,13 @@ def drop_metrics_from(session: Session, *, job_id: str, first: int) -> None:
             _write_chunk(session, job_id, keep)
 
 
-def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str, Any]:
+def metrics(
+    session: Session, *, job: Job, last: int | None = None, every: int | None = None
+) -> dict[str, Any]:
     """`{steps: [...], total_steps, total_sim_cycles, final_loss}`, step 0 first; `last` keeps
-    only the newest N steps (read server-side: the packed history is not unpacked for it)."""
+    only the newest N steps (read server-side: the packed history is not unpacked for it);
+    `every` then keeps the steps whose number is a multiple of it, and the newest (epochs and
+    `final_loss` still cover every step kept by `last`)."""
     rows_query = select(JobMetric).where(JobMetric.job_id == job.id)
     if last is None:
         recent = list(session.execute(rows_query.order_by(JobMetric.step)).scalars())
@@ -178,13 +182,19 @@ def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str,
     per_epoch = int((job.spec.get("run_options") or {}).get("steps_per_epoch") or 0)
     return {
         "job_id": job.id,
-        "steps": steps,
-        # over the steps returned: with `last`, only the epochs those steps belong to
+        "steps": _sampled(steps, every) if every else steps,
+        # over the steps `last` kept: with `last`, only the epochs those steps belong to
         "epochs": epoch_summaries(steps, per_epoch),
         "total_steps": job.total_steps,
         "total_sim_cycles": _total_cycles(session, job.id),
         "final_loss": steps[-1]["loss"] if steps else None,
     }
+
+
+def _sampled(steps: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
+    """Every `every`-th step by step number, and always the newest."""
+    kept = [s for s in steps[:-1] if s["step"] % every == 0]
+    return kept + steps[-1:]
 
 
 def _public(step: dict[str, Any]) -> dict[str, Any]:
