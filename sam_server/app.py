@@ -13,6 +13,7 @@ from sqlalchemy.orm import sessionmaker
 
 from sam_server import __version__
 from sam_server.api import docs, jobs, ops, problems, results, tenants, tokens
+from sam_server.api.cluster_metrics import ClusterCollector
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
@@ -72,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         poll_s=settings.follow_poll_s,
         heartbeat_s=settings.follow_heartbeat_s,
     )
-    prom = ApiMetrics(_JobGauges(app.state.sessions))
+    prom = ApiMetrics(_JobGauges(app.state.sessions), ClusterCollector(app.state.sessions))
     app.state.prom, app.state.registry = prom, prom.registry
     app.state.submits_total = prom.submits
     app.state.log_hub.gauge = prom.followers
