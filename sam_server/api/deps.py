@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request, Security
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from sam_server.db.session import transaction
@@ -32,23 +31,7 @@ def principal_from_header(session: Session, header: str | None) -> Principal:
     return authenticate(session, token=token.strip() if scheme.lower() == "bearer" else None)
 
 
-# Declares SAM's bearer tokens in the OpenAPI document, so /docs offers "Authorize" and its
-# "Try it out" sends the token. It never rejects a request itself (auto_error=False): the token
-# is checked by `principal_from_header`, which answers 401 as problem+json.
-bearer_scheme = HTTPBearer(
-    scheme_name="SAMToken",
-    description="A SAM API token (`sam admin user create` or `sam token rotate` prints one), "
-    "sent as `Authorization: Bearer <token>`.",
-    auto_error=False,
-)
-BearerDoc = Security(bearer_scheme)
-
-
-def get_principal(
-    request: Request,
-    session: SessionDep,
-    _: Annotated[HTTPAuthorizationCredentials | None, BearerDoc],
-) -> Principal:
+def get_principal(request: Request, session: SessionDep) -> Principal:
     """The principal of the bearer token, or 401."""
     return principal_from_header(session, request.headers.get("authorization"))
 

@@ -7,14 +7,19 @@ and ReDoc distribution files, and they are mounted read-only under `/docs-assets
 these pages is fetched from another host: Swagger UI's online spec validator is turned off and
 ReDoc's Google fonts are not linked.
 
-"Try it out" needs a token: the OpenAPI document declares the bearer scheme (`deps.bearer_scheme`),
-so the page's "Authorize" button takes a SAM token and sends `Authorization: Bearer <token>`.
+"Try it out" needs a token: the OpenAPI document declares the bearer scheme on every `/api/`
+operation (CONTRACT: every call but /healthz, /readyz and /metrics takes the token), so the page's
+"Authorize" button takes a SAM token and sends `Authorization: Bearer <token>`. It is added to the
+generated document rather than declared route by route because several routes read the header
+themselves (a submit in its worker thread, the live streams before they open).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -22,6 +27,13 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 ASSETS_URL = "/docs-assets"
+SCHEME = "SAMToken"
+BEARER = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "A SAM API token (`sam admin user create` or `sam token rotate` prints one), "
+    "sent as `Authorization: Bearer <token>`.",
+}
 
 # Swagger UI's options (https://swagger.io/docs/open-source-tools/swagger-ui/usage/configuration/).
 SWAGGER_UI_PARAMETERS = {
@@ -42,9 +54,28 @@ def assets_dir() -> Path:
     return folder
 
 
+def with_bearer_scheme(generate: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """Wrap FastAPI's `app.openapi`: the document it makes (and caches), with the bearer scheme
+    in `components` and required by every operation under `/api/`."""
+
+    def openapi() -> dict[str, Any]:
+        document = generate()
+        schemes = document.setdefault("components", {}).setdefault("securitySchemes", {})
+        if SCHEME not in schemes:  # once: FastAPI caches the document it returned
+            schemes[SCHEME] = BEARER
+            for path, operations in document.get("paths", {}).items():
+                if path.startswith("/api/"):
+                    for operation in operations.values():
+                        operation.setdefault("security", [{SCHEME: []}])
+        return document
+
+    return openapi
+
+
 def install(app: FastAPI) -> None:
     """Serve `/docs`, `/redoc` and their assets from this process (the app is made with
-    `docs_url=None, redoc_url=None`)."""
+    `docs_url=None, redoc_url=None`), over an OpenAPI document with the bearer scheme."""
+    app.openapi = with_bearer_scheme(app.openapi)  # type: ignore[method-assign]
     app.mount(ASSETS_URL, StaticFiles(directory=assets_dir()), name="docs-assets")
     openapi_url = app.openapi_url or "/openapi.json"
 
