@@ -316,10 +316,13 @@ class SamClient:
                 yield ServerSentEvent("log", line)
             yield ServerSentEvent("plain-end", "")
 
-    def metrics(self, job_id: str, *, last: int | None = None) -> dict[str, Any]:
+    def metrics(
+        self, job_id: str, *, last: int | None = None, every: int | None = None
+    ) -> dict[str, Any]:
         """Per-step training metrics: `{steps: [{step, loss, sim_cycles, samples_per_sec}], ...}`;
-        `last` asks the server for only the newest N steps."""
-        params = {"last": last} if last is not None else {}
+        `last` asks the server for only the newest N steps, `every` for every Nth step (and the
+        newest) of those."""
+        params = {k: v for k, v in (("last", last), ("every", every)) if v is not None}
         return self._json("GET", f"/jobs/{job_id}/metrics", params=params)
 
     def explain(self, job_id: str) -> dict[str, Any]:

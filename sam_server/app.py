@@ -12,7 +12,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
 from sam_server import __version__
-from sam_server.api import accounting, control, jobs, ops, problems, results, tenants, tokens
+from sam_server.api import accounting, control, docs, jobs, ops, problems, results, tenants, tokens
+from sam_server.api.cluster_metrics import ClusterCollector
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
@@ -59,6 +60,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="SAM",
         version=__version__,
         description="Scheduler and Allocation Manager for wafer-scale machines",
+        docs_url=None,  # /docs and /redoc are served offline by api/docs.py
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.sessions = sessionmaker(engine_for(url), expire_on_commit=False)
@@ -70,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         poll_s=settings.follow_poll_s,
         heartbeat_s=settings.follow_heartbeat_s,
     )
-    prom = ApiMetrics(_JobGauges(app.state.sessions))
+    prom = ApiMetrics(_JobGauges(app.state.sessions), ClusterCollector(app.state.sessions))
     app.state.prom, app.state.registry = prom, prom.registry
     app.state.submits_total = prom.submits
     app.state.log_hub.gauge = prom.followers
@@ -82,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tokens.router)
     app.include_router(results.router)
     app.include_router(accounting.router)
+    docs.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, metrics=prom)
     return app

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
+from wse_sim import heatmap
 from wse_sim.fabric import Region, Wafer
 
 MAX_SUMMARY_SIDE = 64
@@ -53,36 +53,56 @@ def downsample(grid: np.ndarray, max_side: int = MAX_SUMMARY_SIDE) -> np.ndarray
         return np.nanmean(blocks, axis=(1, 3))
 
 
-def _colour(grid: np.ndarray) -> np.ndarray:
-    """uint8 [rows, cols, 3]: a dark-blue -> yellow ramp for values in [0, 1], grey for NaN."""
-    v = np.clip(np.nan_to_num(grid, nan=0.0), 0.0, 1.0)
-    rgb = np.stack([255 * v, 40 + 200 * v, 120 * (1 - v) + 30], axis=-1)
-    rgb[np.isnan(grid)] = (60, 60, 60)
-    return rgb.astype(np.uint8)
+def _origin(target: Region | Wafer) -> tuple[int, int]:
+    return (target.row, target.col) if isinstance(target, Region) else (0, 0)
 
 
-def heatmap_png(grid: np.ndarray, path: str | Path, min_side: int = 256) -> Path:
-    """Write a [rows, cols] grid of values in [0, 1] as a PNG, scaled up to at least min_side."""
-    path = Path(path)
-    image = Image.fromarray(_colour(grid), mode="RGB")
-    scale = max(1, min_side // max(1, min(grid.shape)))
-    if scale > 1:
-        image = image.resize(
-            (grid.shape[1] * scale, grid.shape[0] * scale), Image.Resampling.NEAREST
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path, format="PNG")
-    return path
+def heatmap_png(
+    grid: np.ndarray,
+    path: str | Path,
+    min_side: int = 256,
+    *,
+    title: str = "per PE",
+    unit: str = "",
+    origin: tuple[int, int] = (0, 0),
+) -> Path:
+    """Write a [rows, cols] grid (NaN: no value) as a PNG with axes, a colour bar and a colour
+    scale from 0 to the data's maximum (`wse_sim.heatmap.render`)."""
+    return heatmap.render(grid, path, title=title, unit=unit, origin=origin, min_side=min_side).path
 
 
 def utilization_png(target: Region | Wafer, path: str | Path) -> Path:
     """Per-PE utilization heatmap of a region or a whole wafer (free PEs grey)."""
-    return heatmap_png(utilization_grid(target), path)
+    return heatmap_png(
+        utilization_grid(target),
+        path,
+        title="PE utilization: busy cycles / elapsed cycles",
+        unit="fraction busy",
+        origin=_origin(target),
+    )
 
 
 def sram_png(target: Region | Wafer, path: str | Path) -> Path:
-    """Per-PE SRAM high-water heatmap (fraction of 48 KiB) of a region or a whole wafer."""
-    return heatmap_png(sram_grid(target), path)
+    """Per-PE SRAM high-water heatmap of a region or a whole wafer, in KiB (free PEs grey)."""
+    capacity_kib = target.arch.sram_bytes / 1024
+    return heatmap_png(
+        sram_grid(target) * capacity_kib,
+        path,
+        title=f"SRAM high-water mark per PE (of {capacity_kib:g} KiB)",
+        unit="KiB",
+        origin=_origin(target),
+    )
+
+
+def heatmap_scales(target: Region | Wafer) -> dict[str, dict[str, Any]]:
+    """The colour scale of each heatmap (what its colour bar's ends mean)."""
+    capacity_kib = target.arch.sram_bytes / 1024
+    util = heatmap.Scale.fitted(utilization_grid(target))
+    sram = heatmap.Scale.fitted(sram_grid(target) * capacity_kib)
+    return {
+        "utilization": {"min": util.vmin, "max": util.vmax, "unit": "fraction busy"},
+        "sram": {"min": sram.vmin, "max": sram.vmax, "unit": "KiB"},
+    }
 
 
 def region_summary(region: Region) -> dict[str, Any]:

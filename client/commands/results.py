@@ -13,14 +13,48 @@ METRIC_COLUMNS = ["STEP", "LOSS", "SIM_CYCLES", "SAMPLES/S", "ACCURACY"]
 EPOCH_COLUMNS = ["EPOCH", "STEPS", "MEAN_LOSS", "ACCURACY"]
 
 
+DEFAULT_LAST = 20  # the table's default: a long run has hundreds of thousands of steps
+MAX_EPOCH_ROWS = 10
+
+
 @click.command()
 @click.argument("job_id")
-@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N steps.")
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help=f"Only the newest N steps (the table's default: {DEFAULT_LAST}).",
+)
+@click.option(
+    "--every",
+    type=click.IntRange(min=1),
+    metavar="K",
+    help="Only steps whose number is a multiple of K, and the newest (a whole run, sampled).",
+)
+@click.option("--all", "all_steps", is_flag=True, help="Every step (can be very long).")
 @output_option
 @connection_options
-def metrics(job_id: str, last: int | None, output: str, url: str | None, token: str | None) -> None:
-    """Per-step loss, simulated cycles and throughput of a job."""
-    data = open_client(url, token).metrics(job_id, last=last)  # trimmed by the server
+def metrics(
+    job_id: str,
+    last: int | None,
+    every: int | None,
+    all_steps: bool,
+    output: str,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Per-step loss, simulated cycles and throughput of a job.
+
+    The table shows the newest 20 steps unless --last, --every or --all says otherwise; the
+    server trims, so a run of 200,000 steps costs a few kilobytes. `-o json|yaml` gives every
+    step unless --last or --every is given.
+    """
+    if all_steps and (last or every):
+        raise click.UsageError("--all shows every step; leave out --last and --every")
+    trimmed = output not in ("json", "yaml") and not (all_steps or last or every)
+    if trimmed:
+        last = DEFAULT_LAST
+    data = open_client(url, token).metrics(job_id, last=last, every=every)  # trimmed by the server
     if output in ("json", "yaml"):
         echo_data(data, output)
         return
@@ -31,7 +65,7 @@ def metrics(job_id: str, last: int | None, output: str, url: str | None, token: 
             "policy; the summary below remains",
             err=True,
         )
-    shown = steps[-last:] if last else steps  # an older server sends every step
+    shown = steps[-last:] if last and not every else steps  # an older server sends every step
     rows = [
         [
             s.get("step"),
@@ -43,12 +77,21 @@ def metrics(job_id: str, last: int | None, output: str, url: str | None, token: 
         for s in shown
     ]
     click.echo(render_table(METRIC_COLUMNS, rows))
+    if trimmed and shown and shown[0].get("step", 0) > 0:
+        click.echo(
+            f"(the newest {len(shown)} steps, {shown[0]['step']}..{shown[-1]['step']}; "
+            "--last N, --every K or --all for more)",
+            err=True,
+        )
     epochs = data.get("epochs") or []
     if epochs:
         cells = [
-            [e.get("epoch"), e.get("steps"), e.get("mean_loss"), e.get("accuracy")] for e in epochs
+            [e.get("epoch"), e.get("steps"), e.get("mean_loss"), e.get("accuracy")]
+            for e in epochs[-MAX_EPOCH_ROWS:]
         ]
         click.echo("\n" + render_table(EPOCH_COLUMNS, cells))
+        if len(epochs) > MAX_EPOCH_ROWS:
+            click.echo(f"(the newest {MAX_EPOCH_ROWS} of {len(epochs)} epochs)", err=True)
     hidden = ("steps", "job_id", "epochs")
     summary = [(key, value) for key, value in data.items() if key not in hidden]
     if summary:

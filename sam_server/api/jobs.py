@@ -190,10 +190,12 @@ def metrics(
     session: SessionDep,
     principal: PrincipalDep,
     last: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    every: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
 ) -> Response:
-    """Per-step loss, simulated cycles and samples/s, step 0 first (`last`: the newest N)."""
+    """Per-step loss, simulated cycles and samples/s, step 0 first (`last`: the newest N;
+    `every`: then only steps whose number is a multiple of it, and the newest)."""
     job = svc.get_job(session, principal=principal, job_id=job_id)
-    return JSONResponse(history.metrics(session, job=job, last=last))
+    return JSONResponse(history.metrics(session, job=job, last=last, every=every))
 
 
 @router.get("/jobs/{job_id}/explain")

@@ -157,9 +157,13 @@ def drop_metrics_from(session: Session, *, job_id: str, first: int) -> None:
             _write_chunk(session, job_id, keep)
 
 
-def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str, Any]:
+def metrics(
+    session: Session, *, job: Job, last: int | None = None, every: int | None = None
+) -> dict[str, Any]:
     """`{steps: [...], total_steps, total_sim_cycles, final_loss}`, step 0 first; `last` keeps
-    only the newest N steps (read server-side: the packed history is not unpacked for it)."""
+    only the newest N steps (read server-side: the packed history is not unpacked for it);
+    `every` then keeps the steps whose number is a multiple of it, and the newest (epochs and
+    `final_loss` still cover every step kept by `last`)."""
     rows_query = select(JobMetric).where(JobMetric.job_id == job.id)
     if last is None:
         recent = list(session.execute(rows_query.order_by(JobMetric.step)).scalars())
@@ -181,8 +185,8 @@ def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str,
     purged = job.history_summary if purged_at is not None else None
     return {
         "job_id": job.id,
-        "steps": steps,
-        # over the steps returned: with `last`, only the epochs those steps belong to
+        "steps": _sampled(steps, every) if every else steps,
+        # over the steps `last` kept: with `last`, only the epochs those steps belong to
         "epochs": epoch_summaries(steps, per_epoch),
         "total_steps": job.total_steps,
         "total_sim_cycles": (purged or {}).get("total_sim_cycles")
@@ -192,6 +196,12 @@ def metrics(session: Session, *, job: Job, last: int | None = None) -> dict[str,
         "purged_at": purged_at.isoformat() if purged_at is not None else None,
         "purged": purged,
     }
+
+
+def _sampled(steps: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
+    """Every `every`-th step by step number, and always the newest."""
+    kept = [s for s in steps[:-1] if s["step"] % every == 0]
+    return kept + steps[-1:]
 
 
 def _public(step: dict[str, Any]) -> dict[str, Any]:

@@ -110,6 +110,9 @@ class ComposeProcesses:
             SAM_CLUSTER=str(ROOT / "deploy" / "cluster.yaml"),
             PYTHONUNBUFFERED="1",
         )
+        # The compose file gives each container a metrics port; on one host the two compile
+        # servers (and the two wafer workers) would both try to bind it.
+        env.update({k: "0" for k in env if k.endswith("_METRICS_PORT")})
         env.update(self.extra_env)
         return env
 

@@ -197,6 +197,12 @@ def test_report_has_throughput_kernels_heatmaps_and_compile_summary(tmp_path: Pa
     assert report["compile"]["cache_key"] == job.manifest["cache_key"]
     for png in report["heatmaps"].values():
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # each picture's colour bar spans 0 .. this job's own maximum, not a fixed 0..1
+    util_max = float(job.region.utilization().max())
+    assert report["heatmap_scales"]["utilization"]["max"] == pytest.approx(util_max)
+    assert report["heatmap_scales"]["sram"]["max"] == pytest.approx(
+        report["sram_high_water_bytes"] / 1024
+    )
 
 
 def test_dropout_is_deterministic_and_resumes_exactly() -> None:

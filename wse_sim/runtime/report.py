@@ -81,7 +81,8 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
     Keys: throughput {steps, sim_cycles, sim_seconds, cycles_per_step, samples_per_sec,
     host_wall_seconds_per_step (what simulating a step cost here, not wafer time)}, kernels
     (per-kernel cycles per step), utilization_mean, sram_high_water_bytes (max over PEs), compile
-    (the manifest summary), heatmaps {utilization_png, sram_png}.
+    (the manifest summary), heatmaps {utilization_png, sram_png}, heatmap_scales {utilization,
+    sram: {min, max, unit}} (the ends of each picture's colour bar).
     """
     from wse_sim import report as heatmaps  # the simulator's report module (PNG writers)
 
@@ -114,6 +115,8 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
             "utilization_png": str(heatmaps.utilization_png(region, out / "utilization.png")),
             "sram_png": str(heatmaps.sram_png(region, out / "sram.png")),
         },
+        # what each picture's colour bar spans: 0 .. the job's own maximum
+        "heatmap_scales": heatmaps.heatmap_scales(region),
     }
     (out / "report.json").write_text(json.dumps(result, indent=1, default=_json_default))
     return json.loads(json.dumps(result, default=_json_default))
