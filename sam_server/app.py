@@ -11,8 +11,8 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
-from sam_server import __version__
-from sam_server.api import jobs, ops, problems, results, tenants, tokens
+from sam_server import __version__, dashboard
+from sam_server.api import jobs, live, ops, problems, results, tenants, tokens
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
@@ -80,6 +80,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(tokens.router)
     app.include_router(results.router)
+    app.include_router(live.router)
+    dashboard.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, metrics=prom)
     return app
