@@ -18,6 +18,17 @@ def _points(page, selector: str) -> int:
     return int(page.get_attribute(selector, "data-points") or 0)
 
 
+def _wait_points(page, selector: str, above: int, timeout_s: float = 30) -> int:
+    """Wait until the chart has drawn more than `above` points (polled from here: the page's
+    CSP forbids the eval that `wait_for_function` needs)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (n := _points(page, selector)) > above:
+            return n
+        page.wait_for_timeout(200)
+    raise AssertionError(f"{selector} stayed at {_points(page, selector)} points")
+
+
 def test_sign_in_refuses_a_bad_token_and_keeps_a_good_one_for_the_tab(page, cluster: LiveCluster):
     page.goto(cluster.url + "/")
     page.fill("#token", "sam_not_a_token")
@@ -50,12 +61,8 @@ def test_a_job_is_followed_live_from_queue_to_cancel(page, cluster: LiveCluster)
     cluster.wait_for(bob, theirs, lambda j: j["state"] == "running")
     page.click(f"#queue-rows tr[data-job='{mine}'] a")
     page.wait_for_selector("#job-state:has-text('running')")
-    page.wait_for_function("Number(document.querySelector('#loss-chart').dataset.points) > 0")
-    first = _points(page, "#loss-chart")
-    page.wait_for_function(
-        f"Number(document.querySelector('#loss-chart').dataset.points) > {first + 20}",
-        timeout=30_000,
-    )
+    first = _wait_points(page, "#loss-chart", 0)
+    _wait_points(page, "#loss-chart", first + 20)
     assert _points(page, "#rate-chart") > first  # samples/s is drawn alongside
     assert "running" in page.inner_text("#timeline")
     assert page.inner_text("#log").strip()  # the log tail
