@@ -93,8 +93,11 @@ def changes(
     that moved, `("cluster", the cluster view, None)` when the wafer map changed. Only jobs of
     the principal's tenant (admins: all), as every other read of the API."""
     out: list[tuple[str, dict[str, Any], int | None]] = []
+    # The newest id first, and only events up to it: an event committed between the two reads
+    # is then left for the next tick instead of being skipped by the cursor.
+    top = newest_event_id(session)
     query = select(JobEvent, Job).join(Job, Job.id == JobEvent.job_id)
-    query = query.where(JobEvent.id > watch.cursor)
+    query = query.where(JobEvent.id > watch.cursor, JobEvent.id <= top)
     if not principal.is_admin:
         query = query.where(Job.tenant_id == principal.tenant_id)
     rows = session.execute(query.order_by(JobEvent.id).limit(MAX_EVENTS)).tuples().all()
@@ -109,8 +112,8 @@ def changes(
         out.append(("job", view, event.id))
     if len(rows) == MAX_EVENTS:
         watch.cursor = rows[-1][0].id
-    else:  # nothing else of this principal's is newer: skip other tenants' events for good
-        watch.cursor = max(watch.cursor, newest_event_id(session))
+    else:  # nothing else of this principal's up to `top`: skip other tenants' events for good
+        watch.cursor = max(watch.cursor, top)
     moved = _progress(session, principal=principal, watch=watch)
     if moved:
         out.append(("progress", {"items": moved}, None))
