@@ -240,9 +240,17 @@ def report_image(
 
 
 @router.get("/queue")
-def queue(session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
-    """Jobs not yet running, in the order the scheduler will consider them."""
-    return {"items": observe.queue(session, principal=principal)}
+def queue(
+    session: SessionDep,
+    principal: PrincipalDep,
+    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    user: str | None = None,
+    tenant: str | None = None,
+) -> dict[str, Any]:
+    """Jobs not yet running, in the order the scheduler will consider them (`limit`: the first
+    N; `user`, and `tenant` for admins, narrow it as in `GET /jobs`)."""
+    items = observe.queue(session, principal=principal, limit=limit, user=user, tenant=tenant)
+    return {"items": items}
 
 
 @router.get("/cluster")

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import CompileServer, Job, JobLog, Wafer
+from sam_server.db.models import CompileServer, Job, JobLog, Tenant, User, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.schemas.jobs import job_view
 from sam_server.services.auth import Principal
@@ -75,18 +75,34 @@ def explain(job: Job) -> dict[str, Any]:
     }
 
 
-def queue(session: Session, *, principal: Principal) -> list[dict[str, Any]]:
-    """Jobs not yet running, in the order the scheduler will consider them."""
-    query = select(Job).where(Job.state.in_(WAITING))
+def queue(
+    session: Session,
+    *,
+    principal: Principal,
+    limit: int | None = None,
+    user: str | None = None,
+    tenant: str | None = None,
+) -> list[dict[str, Any]]:
+    """Jobs not yet running, in the order the scheduler will consider them; `limit`: the
+    first N only (only those are loaded in full), `user`/`tenant` (admins) narrow it."""
+    query = select(Job.id, Job.seq, Job.explain).where(Job.state.in_(WAITING))
     if not principal.is_admin:
         query = query.where(Job.tenant_id == principal.tenant_id)
-    jobs = list(session.execute(query).scalars())
+    elif tenant:
+        query = query.join(Tenant, Job.tenant_id == Tenant.id).where(Tenant.name == tenant)
+    if user:
+        query = query.join(User, Job.user_id == User.id).where(User.name == user)
 
-    def order(job: Job) -> tuple[int, int]:
-        position = (job.explain or {}).get("position")
-        return (position if isinstance(position, int) else 10**9, job.seq)
+    def order(row: Any) -> tuple[int, int]:
+        position = (row.explain or {}).get("position")
+        return (position if isinstance(position, int) else 10**9, row.seq)
 
-    jobs.sort(key=order)
+    ids = [row.id for row in sorted(session.execute(query), key=order)[:limit]]
+    found: dict[str, Job] = {}
+    for start in range(0, len(ids), 5000):  # bounded IN lists (SQLite caps bound parameters)
+        chunk = select(Job).where(Job.id.in_(ids[start : start + 5000]))
+        found.update((j.id, j) for j in session.execute(chunk).scalars())
+    jobs = [found[i] for i in ids if i in found]
     items = []
     for job in jobs:
         item = job_view(job, summary=True)

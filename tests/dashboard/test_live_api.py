@@ -166,3 +166,25 @@ def test_job_timeline_lists_every_transition(live_server, settings):
             ("running", "succeeded"),
         ]
         assert all(e["at"].endswith("Z") for e in body["items"])
+
+
+def test_queue_takes_limit_user_and_tenant(client, settings):
+    make_tenant(client, "acme")
+    make_tenant(client, "other")
+    alice = make_user(client, "acme", "alice")
+    bob = make_user(client, "acme", "bob")
+    eve = make_user(client, "other", "eve")
+    ids = [submit(client, who).json()["id"] for who in (alice, bob, alice, eve)]
+    whole = client.get("/api/v1/queue", headers=alice).json()["items"]
+    assert [j["id"] for j in whole] == ids[:3]  # no plan yet: submit order, own tenant only
+    first = client.get("/api/v1/queue?limit=2", headers=alice).json()["items"]
+    assert [j["id"] for j in first] == ids[:2]
+    assert first[0]["reasons"] and "position" in first[0]
+    mine = client.get("/api/v1/queue?user=alice", headers=alice).json()["items"]
+    assert [j["id"] for j in mine] == [ids[0], ids[2]]
+    admin = {"Authorization": f"Bearer {settings.admin_token}"}
+    other = client.get("/api/v1/queue?tenant=other", headers=admin).json()["items"]
+    assert [j["id"] for j in other] == [ids[3]]
+    # A user's `tenant` cannot widen its view: it still sees only its own tenant's jobs.
+    theirs = client.get("/api/v1/queue?tenant=acme", headers=eve).json()["items"]
+    assert [j["id"] for j in theirs] == [ids[3]]

@@ -246,24 +246,30 @@ async function queuePage(main, signal) {
     body);
   main.replaceChildren(h("h1", {}, "Queue"), form, summary, table);
 
+  // Waiting jobs come from /queue (the scheduler's order, with reasons, position and ETA);
+  // running and ended ones from /jobs. Each call returns at most 500: a page stays fast with
+  // any number of jobs in the database.
   const load = async () => {
-    const params = new URLSearchParams({ limit: "500" });
-    const states = filters.state === "active" ? ACTIVE : filters.state === "all" ? [] : [filters.state];
-    for (const s of states) params.append("state", s);
-    if (filters.user) params.set("user", filters.user);
-    if (filters.tenant) params.set("tenant", filters.tenant);
-    const wantsWaiting = !states.length || states.some((s) => WAITING.includes(s));
-    const [page, queue] = await Promise.all([
-      api("/api/v1/jobs?" + params.toString(), { signal }),
-      wantsWaiting ? api("/api/v1/queue", { signal }) : Promise.resolve({ items: [] }),
+    const states = filters.state === "active" ? ACTIVE : filters.state === "all" ? STATES : [filters.state];
+    const waitingStates = states.filter((s) => WAITING.includes(s));
+    const otherStates = states.filter((s) => !WAITING.includes(s));
+    const narrow = new URLSearchParams({ limit: "500" });
+    if (filters.user) narrow.set("user", filters.user);
+    if (filters.tenant) narrow.set("tenant", filters.tenant);
+    const listed = new URLSearchParams(narrow);
+    for (const s of otherStates) listed.append("state", s);
+    const [queue, page] = await Promise.all([
+      waitingStates.length ? api("/api/v1/queue?" + narrow.toString(), { signal }) : Promise.resolve({ items: [] }),
+      otherStates.length ? api("/api/v1/jobs?" + listed.toString(), { signal }) : Promise.resolve({ items: [], next_cursor: null }),
     ]);
-    const waiting = new Map(queue.items.map((q) => [q.id, q]));
-    let jobs = page.items.map((j) => Object.assign({}, j, waiting.get(j.id) || {}));
+    const waiting = queue.items.filter((j) => waitingStates.includes(j.state));
+    const rank = (j) => (["running", "cancelling"].includes(j.state) ? 0 : 2);
+    const others = page.items.slice().sort((a, b) => rank(a) - rank(b));
+    let jobs = [...others.filter((j) => rank(j) === 0), ...waiting, ...others.filter((j) => rank(j) === 2)];
     if (filters.priority) jobs = jobs.filter((j) => j.priority === filters.priority);
-    const rank = (j) => (["running", "cancelling"].includes(j.state) ? 0 : WAITING.includes(j.state) ? 1 : 2);
-    jobs.sort((a, b) => rank(a) - rank(b) || (rank(a) === 1 ? (a.position ?? 1e9) - (b.position ?? 1e9) : 0));
     body.replaceChildren(...jobs.map(queueRow));
-    const more = page.next_cursor ? " (the newest 500 shown; narrow the filters for older ones)" : "";
+    const cut = page.next_cursor || queue.items.length >= 500;
+    const more = cut ? " (at most 500 waiting and 500 others shown; narrow the filters to see more)" : "";
     summary.textContent = `${jobs.length} job${jobs.length === 1 ? "" : "s"}` + more + `, updated ${new Date().toLocaleTimeString()}`;
     summary.dataset.renderedMs = performance.now().toFixed(1); // ms since navigation (benchmark)
   };
@@ -565,7 +571,7 @@ function waferCard(w) {
 async function tenantsPage(main, signal) {
   const [tenants, queue, tokens] = await Promise.all([
     api("/api/v1/tenants", { signal }),
-    api("/api/v1/queue", { signal }),
+    api("/api/v1/queue?limit=500", { signal }),
     me.role === "admin" ? api("/api/v1/tokens", { signal }) : Promise.resolve([]),
   ]);
   // The fair-share factor each tenant's waiting jobs got in the last scheduling cycle.
