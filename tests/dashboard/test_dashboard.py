@@ -164,7 +164,7 @@ def test_no_page_load_asks_any_other_host(page, cluster: LiveCluster):
     cluster.wait_for(alice, done, lambda j: j["state"] not in ACTIVE)
     sign_in(page, cluster.url, alice)
     pages = {
-        "#/queue": "#queue-rows tr",
+        "#/queue?state=all": "#queue-rows tr",
         "#/cluster": ".wafer-card canvas",
         "#/tenants": "#tenant-table tr[data-tenant='physics']",
         f"#/jobs/{done}": "#heatmap-utilization",  # the report's images came too

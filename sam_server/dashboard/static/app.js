@@ -226,7 +226,7 @@ function queueFilters() {
 
 async function queuePage(main, signal) {
   const filters = queueFilters();
-  const tenants = me.role === "admin" && !me.tenant ? await api("/api/v1/tenants") : [];
+  const tenants = me.admin_of === "cluster" ? await api("/api/v1/tenants") : [];
   const select = (name, options, value) => h("select", { name, id: "filter-" + name },
     options.map(([v, label]) => h("option", { value: v, selected: v === value }, label)));
   const form = h("form", { class: "filters", id: "queue-filters", onchange: () => {
