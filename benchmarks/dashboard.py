@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -150,6 +151,7 @@ def main() -> None:
         "sse_update_ms": round(statistics.median(delays), 1),
         "sse_update_max_ms": round(max(delays), 1),
         "jobs": total,
+        "load_avg_1m": round(os.getloadavg()[0], 1),  # the machine is shared: read figures with it
     }
     print(json.dumps(figures))
 

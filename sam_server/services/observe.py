@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session, defer
 
 from sam_server.db.models import CompileServer, Job, JobLog, Tenant, User, Wafer
 from sam_server.db.types import as_utc, utcnow
@@ -85,22 +85,23 @@ def queue(
 ) -> list[dict[str, Any]]:
     """Jobs not yet running, in the order the scheduler will consider them; `limit`: the
     first N only (only those are loaded in full), `user`/`tenant` (admins) narrow it."""
-    query = select(Job.id, Job.seq, Job.explain).where(Job.state.in_(WAITING))
+    # Ordered and cut in the database: the last plan's position (jobs it has not placed
+    # yet last), then submit order; only the first `limit` are loaded in full.
+    position = func.coalesce(Job.explain["position"].as_integer(), 10**9)
+    query = select(Job.id).where(Job.state.in_(WAITING)).order_by(position, Job.seq)
     if not principal.is_admin:
         query = query.where(Job.tenant_id == principal.tenant_id)
     elif tenant:
         query = query.join(Tenant, Job.tenant_id == Tenant.id).where(Tenant.name == tenant)
     if user:
         query = query.join(User, Job.user_id == User.id).where(User.name == user)
-
-    def order(row: Any) -> tuple[int, int]:
-        position = (row.explain or {}).get("position")
-        return (position if isinstance(position, int) else 10**9, row.seq)
-
-    ids = [row.id for row in sorted(session.execute(query), key=order)[:limit]]
+    ids = list(session.execute(query.limit(limit)).scalars())
     found: dict[str, Job] = {}
     for start in range(0, len(ids), 5000):  # bounded IN lists (SQLite caps bound parameters)
         chunk = select(Job).where(Job.id.in_(ids[start : start + 5000]))
+        # what a listing never shows: the spec, the uploaded files, the report
+        chunk = chunk.options(defer(Job.spec), defer(Job.files), defer(Job.report))
+        chunk = chunk.options(defer(Job.compile_summary))
         found.update((j.id, j) for j in session.execute(chunk).scalars())
     jobs = [found[i] for i in ids if i in found]
     items = []

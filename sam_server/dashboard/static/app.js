@@ -9,6 +9,7 @@ const ACTIVE = ["queued", "compiling", "pending", "running", "cancelling"];
 const WAITING = ["queued", "compiling", "pending"];
 const ENDED = ["succeeded", "failed", "cancelled"];
 const PRIORITIES = ["low", "normal", "high", "urgent"];
+const PAGE_ROWS = 200; // rows per kind on the queue page (a screen shows ~30)
 
 let me = null; // the principal (GET /whoami)
 let pageAbort = null; // aborts the current page's requests and streams
@@ -247,13 +248,13 @@ async function queuePage(main, signal) {
   main.replaceChildren(h("h1", {}, "Queue"), form, summary, table);
 
   // Waiting jobs come from /queue (the scheduler's order, with reasons, position and ETA);
-  // running and ended ones from /jobs. Each call returns at most 500: a page stays fast with
+  // running and ended ones from /jobs. Each call returns at most PAGE_ROWS: a page stays fast with
   // any number of jobs in the database.
   const load = async () => {
     const states = filters.state === "active" ? ACTIVE : filters.state === "all" ? STATES : [filters.state];
     const waitingStates = states.filter((s) => WAITING.includes(s));
     const otherStates = states.filter((s) => !WAITING.includes(s));
-    const narrow = new URLSearchParams({ limit: "500" });
+    const narrow = new URLSearchParams({ limit: String(PAGE_ROWS) });
     if (filters.user) narrow.set("user", filters.user);
     if (filters.tenant) narrow.set("tenant", filters.tenant);
     const listed = new URLSearchParams(narrow);
@@ -268,8 +269,8 @@ async function queuePage(main, signal) {
     let jobs = [...others.filter((j) => rank(j) === 0), ...waiting, ...others.filter((j) => rank(j) === 2)];
     if (filters.priority) jobs = jobs.filter((j) => j.priority === filters.priority);
     body.replaceChildren(...jobs.map(queueRow));
-    const cut = page.next_cursor || queue.items.length >= 500;
-    const more = cut ? " (at most 500 waiting and 500 others shown; narrow the filters to see more)" : "";
+    const cut = page.next_cursor || queue.items.length >= PAGE_ROWS;
+    const more = cut ? ` (the first ${PAGE_ROWS} waiting and newest ${PAGE_ROWS} others; narrow the filters to see more)` : "";
     summary.textContent = `${jobs.length} job${jobs.length === 1 ? "" : "s"}` + more + `, updated ${new Date().toLocaleTimeString()}`;
     summary.dataset.renderedMs = performance.now().toFixed(1); // ms since navigation (benchmark)
   };
