@@ -36,10 +36,10 @@ def main() -> None:
             bob = cluster.add_tenant("bio", "bob")
             done = cluster.submit(alice, mlp_spec("mlp-finished", steps=60, rows=16, cols=16))
             cluster.wait_for(alice, done, lambda j: j["state"] not in ACTIVE)
-            live = cluster.submit(alice, mlp_spec("mlp-long", steps=50_000, rows=24, cols=32))
+            live = cluster.submit(alice, mlp_spec("mlp-long", steps=50_000, rows=48, cols=48))
             jobs += [(alice, live)]
             jobs += [(bob, cluster.submit(bob, mlp_spec("bob-a", steps=50_000, rows=32)))]
-            jobs += [(bob, cluster.submit(bob, mlp_spec("bob-b", steps=50_000, rows=40, cols=24)))]
+            jobs += [(bob, cluster.submit(bob, mlp_spec("bob-b", steps=50_000, rows=40, cols=40)))]
             for token, job in jobs:
                 cluster.wait_for(token, job, lambda j: j["state"] == "running")
             jobs += [
