@@ -11,8 +11,19 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
-from sam_server import __version__
-from sam_server.api import accounting, control, docs, jobs, ops, problems, results, tenants, tokens
+from sam_server import __version__, dashboard
+from sam_server.api import (
+    accounting,
+    control,
+    docs,
+    jobs,
+    live,
+    ops,
+    problems,
+    results,
+    tenants,
+    tokens,
+)
 from sam_server.api.cluster_metrics import ClusterCollector
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.prom import ApiMetrics, RequestTimer
@@ -85,7 +96,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tokens.router)
     app.include_router(results.router)
     app.include_router(accounting.router)
+    app.include_router(live.router)
     docs.install(app)
+    dashboard.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, metrics=prom)
     return app

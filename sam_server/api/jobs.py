@@ -9,6 +9,7 @@ import anyio
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
+from sam_server.api import live
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.stream import follow
 from sam_server.errors import BadRequest, NotFound
@@ -185,17 +186,26 @@ def _event_id(header: str | None) -> int:
 
 
 @router.get("/jobs/{job_id}/metrics")
-def metrics(
+async def metrics(
     job_id: str,
-    session: SessionDep,
-    principal: PrincipalDep,
+    request: Request,
     last: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
     every: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     """Per-step loss, simulated cycles and samples/s, step 0 first (`last`: the newest N;
-    `every`: then only steps whose number is a multiple of it, and the newest)."""
-    job = svc.get_job(session, principal=principal, job_id=job_id)
-    return JSONResponse(history.metrics(session, job=job, last=last, every=every))
+    `every`: then only steps whose number is a multiple of it, and the newest); with
+    `Accept: text/event-stream` a live stream of `step` events (see `sam_server.api.live`)."""
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return await live.metrics_stream(request, job_id, authorization)
+
+    def read() -> Response:
+        with request.app.state.sessions() as session:
+            principal = principal_from_header(session, authorization)
+            job = svc.get_job(session, principal=principal, job_id=job_id)
+            return JSONResponse(history.metrics(session, job=job, last=last, every=every))
+
+    return await anyio.to_thread.run_sync(read)
 
 
 @router.get("/jobs/{job_id}/explain")
@@ -238,9 +248,17 @@ def report_image(
 
 
 @router.get("/queue")
-def queue(session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
-    """Jobs not yet running, in the order the scheduler will consider them."""
-    return {"items": observe.queue(session, principal=principal)}
+def queue(
+    session: SessionDep,
+    principal: PrincipalDep,
+    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    user: str | None = None,
+    tenant: str | None = None,
+) -> dict[str, Any]:
+    """Jobs not yet running, in the order the scheduler will consider them (`limit`: the first
+    N; `user`, and `tenant` for admins, narrow it as in `GET /jobs`)."""
+    items = observe.queue(session, principal=principal, limit=limit, user=user, tenant=tenant)
+    return {"items": items}
 
 
 @router.get("/cluster")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session, defer
 
-from sam_server.db.models import CompileServer, Job, JobLog, Wafer
+from sam_server.db.models import CompileServer, Job, JobLog, Tenant, User, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.schemas.jobs import job_view
@@ -78,18 +78,35 @@ def explain(job: Job) -> dict[str, Any]:
     }
 
 
-def queue(session: Session, *, principal: Principal) -> list[dict[str, Any]]:
-    """Jobs not yet running, in the order the scheduler will consider them."""
-    query = select(Job).where(Job.state.in_(WAITING))
+def queue(
+    session: Session,
+    *,
+    principal: Principal,
+    limit: int | None = None,
+    user: str | None = None,
+    tenant: str | None = None,
+) -> list[dict[str, Any]]:
+    """Jobs not yet running, in the order the scheduler will consider them; `limit`: the
+    first N only (only those are loaded in full), `user`/`tenant` (admins) narrow it."""
+    # Ordered and cut in the database: the last plan's position (jobs it has not placed
+    # yet last), then submit order; only the first `limit` are loaded in full.
+    position = func.coalesce(Job.explain["position"].as_integer(), 10**9)
+    query = select(Job.id).where(Job.state.in_(WAITING)).order_by(position, Job.seq)
     if not principal.is_admin:
         query = query.where(Job.tenant_id == principal.tenant_id)
-    jobs = list(session.execute(query).scalars())
-
-    def order(job: Job) -> tuple[int, int]:
-        position = (job.explain or {}).get("position")
-        return (position if isinstance(position, int) else 10**9, job.seq)
-
-    jobs.sort(key=order)
+    elif tenant:
+        query = query.join(Tenant, Job.tenant_id == Tenant.id).where(Tenant.name == tenant)
+    if user:
+        query = query.join(User, Job.user_id == User.id).where(User.name == user)
+    ids = list(session.execute(query.limit(limit)).scalars())
+    found: dict[str, Job] = {}
+    for start in range(0, len(ids), 5000):  # bounded IN lists (SQLite caps bound parameters)
+        chunk = select(Job).where(Job.id.in_(ids[start : start + 5000]))
+        # what a listing never shows: the spec, the uploaded files, the report
+        chunk = chunk.options(defer(Job.spec), defer(Job.files), defer(Job.report))
+        chunk = chunk.options(defer(Job.compile_summary))
+        found.update((j.id, j) for j in session.execute(chunk).scalars())
+    jobs = [found[i] for i in ids if i in found]
     items = []
     for job in jobs:
         item = job_view(job, summary=True)
