@@ -1,7 +1,9 @@
 """Benchmark: the whole model zoo (every `examples/zoo/<name>/`), compiled with the real compiler,
 trained on the wse_sim runtime and compared with PyTorch eager on the same batches.
 
-Run: `.venv/bin/python benchmarks/model_zoo.py [name ...]` (default: every zoo folder). Per model:
+Run: `.venv/bin/python benchmarks/model_zoo.py [--only a,b] [name ...]` (default: every zoo
+folder; `--only` or names run a subset, e.g. while working on one model; `--jobs N` runs N
+models at once in worker processes). Per model:
 the verdict (train_match: every step's loss within rtol 1e-3 of eager, and BatchNorm running
 statistics too; unsupported: the op or kernel that blocks it at compile; mismatch / error), cold
 compile seconds, simulator and eager wall seconds per step (single-threaded). The last line is one
@@ -14,6 +16,7 @@ import argparse
 import json
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
@@ -42,14 +45,32 @@ def main() -> None:
     """Run the zoo, print one line per model, then the JSON summary."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", help="zoo folders to run (default: all)")
-    names = parser.parse_args().names or zoo_names()
+    parser.add_argument("--only", default="", help="comma-separated zoo folders to run")
+    parser.add_argument("--jobs", type=int, default=1, help="models run at once (processes)")
+    args = parser.parse_args()
+    names = [*args.names, *filter(None, args.only.split(","))] or zoo_names()
+    unknown = sorted(set(names) - set(zoo_names()))
+    if unknown:
+        parser.error(f"no zoo folder {unknown}; the zoo has: {', '.join(zoo_names())}")
     torch.set_num_threads(1)
-    results = []
     with tempfile.TemporaryDirectory() as cache:
-        for name in names:
-            result = run_zoo_model(name, Path(cache))
-            results.append(result)
-            print(_row(result), flush=True)
+        if args.jobs > 1:
+            # Models in parallel worker processes (one thread each): on a machine shared with
+            # other work the run takes its share sooner; per-model seconds include the contention.
+            with ProcessPoolExecutor(
+                args.jobs, initializer=torch.set_num_threads, initargs=(1,)
+            ) as pool:
+                futures = {pool.submit(run_zoo_model, n, Path(cache) / n): n for n in names}
+                done = {}
+                for future in as_completed(futures):
+                    done[futures[future]] = future.result()
+                    print(_row(done[futures[future]]), flush=True)
+            results = [done[n] for n in names]
+        else:
+            results = []
+            for name in names:
+                results.append(run_zoo_model(name, Path(cache) / name))
+                print(_row(results[-1]), flush=True)
     summary = {
         "models": len(results),
         "train_match": sum(r.verdict == "train_match" for r in results),
@@ -71,6 +92,7 @@ def main() -> None:
                 "max_rel_error": r.max_rel_error,
                 "buffer_rel_error": r.buffer_rel_error,
                 "torch_fp32_vs_fp64": r.reference_fp64_rel_error,
+                "sim_vs_fp64": r.sim_fp64_rel_error,
                 "training_effect": r.training_effect,
             }
             for r in results

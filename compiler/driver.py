@@ -148,17 +148,19 @@ def _compile(
     req_key, namespace = keys
     graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
     options = compile_options(spec)
+    graph, recomputed = _recomputed(graph, options)
     budget = None
     if options.get("activation_budget_bytes") and not options.get("streaming"):
         from compiler.micro_batching import fit_budget
 
         def retrace(trial: dict[str, Any]) -> dict[str, Any]:
-            return trace_job(trial, files, limits, namespace)[0]
+            return _recomputed(trace_job(trial, files, limits, namespace)[0], options)[0]
 
         spec, graph, budget = fit_budget(spec, graph, options, region[0] * region[1], retrace)
         if budget.micro_batches > 1:
             graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
             options = compile_options(spec)
+            graph, recomputed = _recomputed(graph, options)
     key = compile_cache.content_key(graph, tensors, options, arch_name, region, namespace)
     arch = get_arch_info(arch_name)
     target = compile_cache.artifact_dir(cache_dir, key)
@@ -170,6 +172,8 @@ def _compile(
     plan = plan_compile(graph, options, arch, region, do_placement=not validate)
     seconds = time.perf_counter() - start
     summary = build_summary(plan, graph, arch, region, key, seconds, trace_info)
+    if recomputed is not None:
+        summary["activation_recomputation"] = recomputed.to_summary()
     if budget is not None:
         summary["activation_budget"] = dict(
             budget.to_summary(),
@@ -191,6 +195,16 @@ def _compile(
     return CompileResult(
         target, key, False, seconds, dict(published["summary"], cache_hit=False, seconds=seconds)
     )
+
+
+def _recomputed(graph: dict[str, Any], options: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(graph, RecomputeReport or None): with compile_options.activation_recomputation, the
+    backward recomputes the activations kept only for it (`compiler.passes.recompute`)."""
+    if not options.get("recompute"):
+        return graph, None
+    from compiler.passes.recompute import recompute_activations
+
+    return recompute_activations(graph)
 
 
 def _published(target: Path, key: str) -> dict[str, Any]:

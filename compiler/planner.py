@@ -61,6 +61,8 @@ def compile_options(spec: dict[str, Any]) -> dict[str, Any]:
         "max_activation_memory": budget.per_pe_bytes if budget else None,
         "activation_budget_bytes": budget.per_job_bytes if budget else None,
         "micro_batches": int(opts.get("_micro_batches") or 1),
+        # recompute in the backward the activations kept only for it (passes.recompute)
+        "recompute": bool(opts.get("activation_recomputation", False)),
         "streaming": opts.get("execution_mode", "pipelined") == "weight_streaming",
     }
 

@@ -4,6 +4,8 @@ Each big op (matmul, conv, softmax, layer norm, embedding, pooling, loss) starts
 elementwise, reduction, view and getitem node joins the kernel of its latest producer (an
 epilogue: `addmm + gelu`, `conv + relu`, a weight's optimizer update joins the kernel that
 computed its gradient). Nodes that read only graph inputs join their first consumer's kernel.
+Forward nodes copied by activation recomputation (`passes.recompute`, key `recompute_for`) join
+the kernel of the backward node they are recomputed for and never start a kernel of their own.
 `merge_to_count` then merges neighbouring kernels until there are no more than a region holds.
 """
 
@@ -14,6 +16,8 @@ from typing import Any
 
 from compiler.ir import consumers, node_inputs
 from compiler.ops import ANCHOR_CLASSES, op_class
+
+RECOMPUTE_FOR = "recompute_for"  # see compiler.passes.recompute
 
 
 @dataclass
@@ -31,6 +35,8 @@ def fuse(graph: dict[str, Any]) -> list[Kernel]:
     kernel_of: dict[str, int] = {}
     ops: list[str] = []
     for node in graph["nodes"]:
+        if RECOMPUTE_FOR in node:
+            continue
         kind = op_class(node["target"])
         producers = [kernel_of[r] for r in node_inputs(node) if r in kernel_of]
         if kind in ANCHOR_CLASSES:
@@ -39,6 +45,9 @@ def fuse(graph: dict[str, Any]) -> list[Kernel]:
         elif producers:
             kernel_of[node["name"]] = max(producers)
     _assign_orphans(graph, kernel_of, ops)
+    for node in graph["nodes"]:
+        if RECOMPUTE_FOR in node:
+            kernel_of[node["name"]] = kernel_of[node[RECOMPUTE_FOR]]
     kernels = [Kernel(id="", op=op) for op in ops]
     for node in graph["nodes"]:
         kernels[kernel_of[node["name"]]].nodes.append(node["name"])
@@ -54,7 +63,7 @@ def _assign_orphans(graph: dict[str, Any], kernel_of: dict[str, int], ops: list[
     users = consumers(graph)
     for node in reversed(graph["nodes"]):
         name = node["name"]
-        if name in kernel_of:
+        if name in kernel_of or RECOMPUTE_FOR in node:
             continue
         owners = [kernel_of[u] for u in users.get(name, []) if u in kernel_of]
         if owners:

@@ -181,6 +181,8 @@ class CompileOptions(_Strict):
     # A number is the seed's per-job budget in GB; "2KiB/PE" the older per-PE cap (see README).
     max_activation_memory: float | str | None = None
     execution_mode: Literal["pipelined", "weight_streaming"] = "pipelined"
+    # Gradient checkpointing: the backward recomputes the activations kept only for it.
+    activation_recomputation: bool = False
 
     @field_validator("max_activation_memory", mode="before")
     @classmethod
