@@ -9,6 +9,7 @@ touches a database, a broker or a clock: every time is a float of seconds passed
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 JobId = int | str
@@ -101,9 +102,14 @@ class Job:
 
     def candidate_shapes(self, flexible: bool = True) -> tuple[tuple[int, int], ...]:
         """The asked shape first, then (when `flexible`) the alternatives, without repeats."""
-        asked = (self.rows, self.cols)
         if not flexible or not self.shapes:
-            return (asked,)
+            return ((self.rows, self.cols),)
+        return self._all_shapes
+
+    @cached_property
+    def _all_shapes(self) -> tuple[tuple[int, int], ...]:
+        # computed once per job object: every cycle asks it for each waiting job, several times
+        asked = (self.rows, self.cols)
         return (asked, *(s for s in self.shapes if s != asked))
 
 

@@ -85,13 +85,22 @@ def first_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[int, int] | No
 
 
 def choose_placement(
-    spaces: Sequence[FreeSpace | None], rows: int, cols: int, policy: str
+    spaces: Sequence[FreeSpace | None],
+    rows: int,
+    cols: int,
+    policy: str,
+    beat: tuple[int, ...] | None = None,
 ) -> Placement | None:
     """Where a rows x cols job goes among `spaces` (None = wafer not usable), or None.
 
     policy "first_fit": first wafer in order, then topmost-leftmost position.
     policy "best_fit": least shrink of the wafer's largest free rectangle, tightest hole,
-    then wafer order, row, col.
+    then wafer order, row, col. `beat` (best fit only): a score (shrink, hole) already found
+    elsewhere; wafers that cannot do strictly better are not scored.
+
+    Scoring a wafer costs a vectorized pass over its MERs; a wafer whose tightest fitting hole
+    is larger than the best hole found with no shrink cannot win, so it is skipped (the shrink
+    is never below 0). The choice is the same as scoring every wafer.
     """
     best: Placement | None = None
     for i, space in enumerate(spaces):
@@ -102,6 +111,9 @@ def choose_placement(
             if spot is not None:
                 return Placement(i, spot[0], spot[1], (i,))
             continue
+        bound = best.score[:2] if best is not None else beat
+        if bound is not None and bound[0] == 0 and _tightest_hole(space, rows, cols) > bound[1]:
+            continue
         found = best_fit_on(space, rows, cols)
         if found is None:
             continue
@@ -109,6 +121,16 @@ def choose_placement(
         if best is None or score < best.score:
             best = Placement(i, found[1], found[2], score)
     return best
+
+
+def _tightest_hole(space: FreeSpace, rows: int, cols: int) -> float:
+    """The area of the smallest MER that holds rows x cols (inf if none): a lower bound on
+    the hole score of any placement on this wafer."""
+    if not space.fits(rows, cols):
+        return float("inf")
+    mers = space.array()
+    h, w = mers[:, 2] - mers[:, 0], mers[:, 3] - mers[:, 1]
+    return float((h * w)[(h >= rows) & (w >= cols)].min())
 
 
 class FitIndex:

@@ -185,10 +185,11 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
             break
         if not index.fits(rows, cols):
             continue
-        if rows * cols > job.pes and cycle.ledger.blocks(replace(job, rows=rows, cols=cols)):
+        if rows * cols > job.pes and not cycle.ledger.allows(job, rows * cols):
             continue  # a larger shape would take the tenant over max_pes
         tried += 1
-        spot = choose_placement(views, rows, cols, cycle.config.placement)
+        beat = best[0][0][:2] if best is not None else None
+        spot = choose_placement(views, rows, cols, cycle.config.placement, beat)
         if spot is None:
             continue
         key = (spot.score, rows * cols)
@@ -271,7 +272,7 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
     """The walk of step 3 over pending jobs in queue order."""
     blocked_seen = False
     for job in pending:
-        if cycle.ledger.blocks(job):
+        if not cycle.ledger.allows(job):
             continue  # quota-held jobs neither start nor hold back the jobs behind them
         if blocked_seen and not cycle.config.backfill:
             break  # strict order: nothing overtakes the blocked head of the queue
