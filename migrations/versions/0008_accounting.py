@@ -1,7 +1,7 @@
 """job accounting: one record per ended job, kept after the job row is purged
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from alembic import op
 
 revision: str = "0008"
 # The lead re-chains migrations at merge; 0006 is the newest on main when this was written.
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

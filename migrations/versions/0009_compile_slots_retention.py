@@ -1,7 +1,7 @@
 """compile slots per compile server; when an ended job's logs and metrics were purged
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from alembic import op
 
 revision: str = "0009"
 # The lead re-chains migrations at merge; 0006 is the newest on main when this was written.
-down_revision: str | None = "0006"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
