@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobLog
@@ -121,7 +121,7 @@ def _write_reasons(session: Session, gated: list[tuple[Any, list[Gate]]]) -> Non
     the whole plan."""
     changed = [
         {
-            "id": row.id,
+            "_id": row.id,
             "reason": reasons[0].code,
             "explain": {
                 "position": None,
@@ -133,4 +133,10 @@ def _write_reasons(session: Session, gated: list[tuple[Any, list[Gate]]]) -> Non
         if row.reason != reasons[0].code
     ]
     if changed:
-        session.execute(update(Job), changed)
+        table: Table = Job.__table__  # type: ignore[assignment]
+        session.execute(
+            update(table)
+            .where(table.c.id == bindparam("_id"))
+            .values(explain=bindparam("explain"), reason=bindparam("reason")),
+            changed,
+        )

@@ -33,6 +33,6 @@ def reuse_compiled(session: Session, jobs: list[Any]) -> int:
             if row is None or row.state != "queued":
                 continue
             reuse_artifact(session, row, artifact=key, summary=summary)
-            job.state = row.state  # the snapshot sees the job as the database now has it
+            job.state, job.reason = row.state, row.reason  # as the database now has it
             reused += 1
     return reused
