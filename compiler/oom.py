@@ -54,6 +54,11 @@ def oom_error(
             f"; or set compile_options.max_activation_memory below the step's {activations} "
             f"bytes of activations (e.g. '{max(1, activations // 4096)}KB') to micro-batch"
         )
+        if not options.get("recompute"):
+            fix += (
+                "; or set compile_options.activation_recomputation: true to recompute in the "
+                "backward the activations only it reads"
+            )
     fix += "; or reduce batch_size / model size."
     message = (
         f"kernel {_kernel_label(graph, worst)} needs {needed} bytes/PE ({parts}) > "

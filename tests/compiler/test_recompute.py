@@ -114,7 +114,7 @@ def test_pass_keeps_only_what_the_forward_passes_on(graph: dict[str, Any]) -> No
 
 
 def test_a_model_too_big_for_a_region_fits_with_recomputation(cache: Path) -> None:
-    with pytest.raises(CompileOOM):
+    with pytest.raises(CompileOOM, match="activation_recomputation: true"):
         compile_job(_spec(False), FILES, region=TIGHT, cache_dir=cache)
     losses, _, summary = _run(_spec(True), TIGHT, cache)
     assert summary["activation_recomputation"]["stashed_bytes_freed"] == 64 * 1024 * 4
