@@ -163,7 +163,10 @@ def test_twelve_jobs_placed_on_one_wafer_all_run_at_once(tmp_path, monkeypatch):
         assert states == ["succeeded"] * 12, [(j["state"], j["error"]) for j in jobs]
         url = f"sqlite:///{(tmp_path / 'data' / 'sam.db').resolve()}"
         rows = attempts(url, ids)
-        assert len(rows) == 12  # one attempt each: none lost its region to a lapsed lease
+        # one attempt each: none lost its region to a lapsed lease
+        assert len(rows) == 12, [
+            (a.job_id, a.attempt, a.outcome, a.placed_at, a.started_at) for a in rows
+        ]
         assert double_runs(url) == [] and region_conflicts(url) == []
         # Every job executed steps while all twelve held their regions: a sweep over the times
         # each attempt started on the worker and ended.
