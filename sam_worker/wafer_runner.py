@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+
 from compiler.errors import ArtifactCorrupt
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
@@ -126,12 +128,35 @@ class StepReporter:
             self.lines.append((level, text))
 
     def flush(self) -> None:
-        from wse_sim.runtime import prune_checkpoints
-
         steps, lines = self.steps, self.lines
         self.steps, self.lines = [], []
         self.last_flush = began = time.monotonic()
         newest = self._own_newest_checkpoint()
+        for wait_s in (1.0, 2.0, 4.0, 8.0, None):
+            try:
+                ok = self._write(steps, lines, newest)
+                break
+            except OperationalError as exc:
+                # SQLite: every worker thread, the scheduler and the API share one writer lock;
+                # under load a write can wait past busy_timeout. The transaction rolled back,
+                # so writing the same steps again is safe; give up only after ~15 s more.
+                if wait_s is None or "locked" not in str(exc):
+                    raise
+                log.warning("%s: database busy while recording steps; retrying", self.job_id)
+                time.sleep(wait_s)
+        self.lost = self.lost or not ok
+        if self.flush_timer is not None:
+            self.flush_timer.observe(time.monotonic() - began)
+
+    def _write(
+        self,
+        steps: list[dict[str, Any]],
+        lines: list[tuple[str, str]],
+        newest: tuple[int, str | None] | None,
+    ) -> bool:
+        """One transaction: the buffered steps and lines, and the newest checkpoint if new."""
+        from wse_sim.runtime import prune_checkpoints
+
         with session_scope(self.url) as session:
             ok = lifecycle.record_steps(
                 session,
@@ -143,15 +168,15 @@ class StepReporter:
                 keep_recent=self.keep_recent,
                 chunk_steps=self.chunk_steps,
             )
-            if ok and newest is not None and newest[0] != self.noted_ckpt:
+            noted = ok and newest is not None and newest[0] != self.noted_ckpt
+            if noted and newest is not None:
                 lifecycle.note_checkpoint(
                     session, job_id=self.job_id, owner=self.owner, step=newest[0], sha256=newest[1]
                 )
-                self.noted_ckpt = newest[0]
-                prune_checkpoints(self.ckpt_dir, self.keep_checkpoints)
-        self.lost = self.lost or not ok
-        if self.flush_timer is not None:
-            self.flush_timer.observe(time.monotonic() - began)
+        if noted and newest is not None:  # committed: older checkpoints may go
+            self.noted_ckpt = newest[0]
+            prune_checkpoints(self.ckpt_dir, self.keep_checkpoints)
+        return ok
 
     def _own_newest_checkpoint(self) -> tuple[int, str | None] | None:
         """(step, sha256) of the newest checkpoint this attempt can have written (never one of a
