@@ -24,7 +24,7 @@ processes, the server's excluded), which a machine loaded by other work bends le
 Ends with one JSON line: {"cli_submits_per_s", "array_tasks_per_s", "client_install_mb",
 "sbatch_submits_per_s", ...}.
 
-    python benchmarks/cli.py [--submits 40] [--array-tasks 10000] [--skip-install]
+    python benchmarks/cli.py [--submits 40] [--array-tasks 10000] [--skip-install] [--sam PATH]
 """
 
 from __future__ import annotations
@@ -188,6 +188,10 @@ def main() -> None:
     parser.add_argument("--submits", type=int, default=40)
     parser.add_argument("--array-tasks", type=int, default=10_000)
     parser.add_argument("--skip-install", action="store_true")
+    parser.add_argument(
+        "--sam",
+        help="The `sam` to time (default: this venv's), e.g. another checkout's, to compare",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sam-cli-bench-") as tmp:
         where = Path(tmp)
@@ -200,7 +204,7 @@ def main() -> None:
         try:
             token = make_user(base)
             env = dict(os.environ, SAM_URL=base, SAM_TOKEN=token, HOME=str(where))
-            sam = str(Path(sys.executable).with_name("sam"))
+            sam = args.sam or str(Path(sys.executable).with_name("sam"))
             submit = ["job.yaml", "--parsable"]
             floor = per_second(
                 [sys.executable, "-c", "pass"], args.submits, cwd=where, env=env, label="floor"
