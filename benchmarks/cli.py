@@ -19,10 +19,12 @@ then measures, in one run so that ratios compare:
   CPUs=2 State=UNKNOWN, PartitionName=debug Nodes=ALL Default=YES, ProctrackType=proctrack/linuxproc,
   SelectType=select/cons_tres), then start `munged`, `slurmctld` and `slurmd`.
 
+Each rate also reports its calls' own CPU milliseconds per call (user + system of the child
+processes, the server's excluded), which a machine loaded by other work bends less than wall time.
 Ends with one JSON line: {"cli_submits_per_s", "array_tasks_per_s", "client_install_mb",
 "sbatch_submits_per_s", ...}.
 
-    python benchmarks/cli.py [--submits 40] [--array-tasks 10000] [--skip-install]
+    python benchmarks/cli.py [--submits 40] [--array-tasks 10000] [--skip-install] [--sam PATH]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import sqlite3
@@ -100,13 +103,24 @@ def make_user(base: str) -> str:
     return str(made.json()["token"])
 
 
-def per_second(argv: list[str], n: int, *, cwd: Path, env: dict[str, str]) -> float:
-    """Calls per second of `argv` run `n` times in a row (each must exit 0)."""
+CPU_MS: dict[str, float] = {}  # CPU milliseconds per call (user + system), by label
+
+
+def per_second(
+    argv: list[str], n: int, *, cwd: Path, env: dict[str, str], label: str = ""
+) -> float:
+    """Calls per second of `argv` run `n` times in a row (each must exit 0); the calls' own
+    CPU time per call goes to CPU_MS[label] (a figure that a loaded machine bends less)."""
     subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)  # warm caches
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     for _ in range(n):
         subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
-    return n / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU_MS[label] = round(1000 * cpu_s / n, 1)
+    return n / elapsed
 
 
 def light_client(where: Path) -> tuple[Path, float]:
@@ -174,6 +188,10 @@ def main() -> None:
     parser.add_argument("--submits", type=int, default=40)
     parser.add_argument("--array-tasks", type=int, default=10_000)
     parser.add_argument("--skip-install", action="store_true")
+    parser.add_argument(
+        "--sam",
+        help="The `sam` to time (default: this venv's), e.g. another checkout's, to compare",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sam-cli-bench-") as tmp:
         where = Path(tmp)
@@ -186,16 +204,24 @@ def main() -> None:
         try:
             token = make_user(base)
             env = dict(os.environ, SAM_URL=base, SAM_TOKEN=token, HOME=str(where))
-            sam = str(Path(sys.executable).with_name("sam"))
+            sam = args.sam or str(Path(sys.executable).with_name("sam"))
             submit = ["job.yaml", "--parsable"]
-            floor = per_second([sys.executable, "-c", "pass"], args.submits, cwd=where, env=env)
-            cli = per_second([sam, "submit", *submit], args.submits, cwd=where / "job", env=env)
+            floor = per_second(
+                [sys.executable, "-c", "pass"], args.submits, cwd=where, env=env, label="floor"
+            )
+            cli = per_second(
+                [sam, "submit", *submit], args.submits, cwd=where / "job", env=env, label="cli"
+            )
             print(f"sam submit: {cli:.1f}/s (python -c pass: {floor:.1f}/s)", file=sys.stderr)
             install_mb = light = None
             if not args.skip_install:
                 light_sam, install_mb = light_client(where)
                 light = per_second(
-                    [str(light_sam), "submit", *submit], args.submits, cwd=where / "job", env=env
+                    [str(light_sam), "submit", *submit],
+                    args.submits,
+                    cwd=where / "job",
+                    env=env,
+                    label="light",
                 )
                 print(f"light client: {install_mb} MB, {light:.1f} submits/s", file=sys.stderr)
             database = where / "data" / "sam.db"
@@ -211,6 +237,9 @@ def main() -> None:
         "sbatch_submits_per_s": None if sbatch is None else round(sbatch, 1),
         "light_cli_submits_per_s": None if light is None else round(light, 1),
         "python_floor_per_s": round(floor, 1),
+        "cli_cpu_ms_per_submit": CPU_MS.get("cli"),
+        "light_cpu_ms_per_submit": CPU_MS.get("light"),
+        "python_floor_cpu_ms": CPU_MS.get("floor"),
         "submits": args.submits,
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
