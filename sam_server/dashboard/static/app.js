@@ -57,9 +57,10 @@ function fmtNum(x, digits = 4) {
 
 function tenantColour(name) {
   if (!name) return "#9aa3ad";
-  let hash = 0;
-  for (const ch of name) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
-  return `hsl(${hash % 360}, 62%, 52%)`;
+  // FNV-1a, then golden-angle steps: names that differ in one letter get far-apart hues.
+  let hash = 2166136261;
+  for (const ch of name) { hash ^= ch.charCodeAt(0); hash = Math.imul(hash, 16777619) >>> 0; }
+  return `hsl(${Math.round((hash % 1000) * 137.508) % 360}, 62%, 52%)`;
 }
 
 function regionText(r) {
@@ -424,10 +425,11 @@ function renderActions(box, j, paths, base, refresh) {
     try { await api(`${base}/${verb}`, { method: "POST" }); await refresh(); } catch (e) { alert(`${label} failed: ${e.message}`); }
   } }, label);
   const offered = (verb) => Boolean(paths[`/api/v1/jobs/{job_id}/${verb}`]);
-  box.replaceChildren(
+  box.replaceChildren(...[
     !ENDED.includes(j.state) && j.state !== "cancelling" ? button("Cancel", "cancel", "cancel") : null,
     offered("hold") && WAITING.includes(j.state) ? button("Hold", "hold", "hold") : null,
-    offered("release") && WAITING.includes(j.state) ? button("Release", "release", "release") : null);
+    offered("release") && WAITING.includes(j.state) ? button("Release", "release", "release") : null,
+  ].filter(Boolean));
 }
 
 function renderTimeline(box, events, job) {
@@ -446,10 +448,11 @@ function renderTimeline(box, events, job) {
 }
 
 function renderExplain(box, x) {
-  box.replaceChildren(
+  box.replaceChildren(...[
     h("p", {}, `state ${x.state}`, x.position !== null && x.position !== undefined ? `, position ${x.position}` : "", x.eta ? `, ETA ${fmtTime(x.eta)}` : ""),
     x.reasons.length ? h("ul", {}, x.reasons.map((r) => h("li", {}, h("b", {}, r.code), ": ", r.message))) : h("p", { class: "muted" }, "Nothing holds it back."),
-    x.priority ? h("p", { class: "muted" }, `priority ${x.priority.total}: ` + Object.entries(x.priority.factors || {}).map(([k, v]) => `${k} ${v}`).join(", ")) : null);
+    x.priority ? h("p", { class: "muted" }, `priority ${x.priority.total}: ` + Object.entries(x.priority.factors || {}).map(([k, v]) => `${k} ${v}`).join(", ")) : null,
+  ].filter(Boolean));
 }
 
 async function renderReport(box, base, signal) {
@@ -479,6 +482,8 @@ async function renderReport(box, base, signal) {
         h("td", {}, Object.entries(k.cycles_per_step || {}).map(([kind, c]) => `${kind} ${fmtNum(c)}`).join(", ")))))));
 }
 
+const TICK = new Intl.NumberFormat("en-US", { notation: "compact", maximumSignificantDigits: 3 });
+
 // A line chart with axes and tick labels: points [[x, y]], nulls (non-finite losses) skipped.
 function drawLine(canvas, points, { title, colour }) {
   const ctx = canvas.getContext("2d");
@@ -486,7 +491,7 @@ function drawLine(canvas, points, { title, colour }) {
   ctx.clearRect(0, 0, W, H);
   ctx.font = "12px system-ui, sans-serif";
   ctx.fillStyle = "#333";
-  ctx.fillText(title, L, 13);
+  ctx.fillText(`${title} by step`, L, 13);
   const pts = points.filter(([, y]) => y !== null && y !== undefined && isFinite(y));
   canvas.dataset.points = String(pts.length);
   if (!pts.length) { ctx.fillStyle = "#888"; ctx.fillText("no data yet", L + 10, H / 2); return; }
@@ -501,13 +506,13 @@ function drawLine(canvas, points, { title, colour }) {
   for (let i = 0; i <= 4; i++) {
     const y = y0 + ((y1 - y0) * i) / 4, py = sy(y);
     ctx.beginPath(); ctx.moveTo(L, py); ctx.lineTo(W - R, py); ctx.stroke();
-    ctx.fillText(fmtNum(y, 3), 4, py + 4);
+    ctx.fillText(TICK.format(y), 4, py + 4);
   }
   for (let i = 0; i <= 4; i++) {
     const x = x0 + ((x1 - x0) * i) / 4;
-    ctx.fillText(String(Math.round(x)), sx(x) - 8, H - 10);
+    const label = String(Math.round(x));
+    ctx.fillText(label, Math.min(sx(x) - 8, W - R - ctx.measureText(label).width), H - 10);
   }
-  ctx.fillText("step", W - R - 28, H - 10);
   ctx.strokeStyle = colour; ctx.lineWidth = 1.6;
   ctx.beginPath();
   pts.forEach(([x, y], i) => (i ? ctx.lineTo(sx(x), sy(y)) : ctx.moveTo(sx(x), sy(y))));
