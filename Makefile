@@ -38,6 +38,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy sam_server sam_worker wse_sim compiler client
+	$(BIN)/lint-imports
 
 bench: zoo
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

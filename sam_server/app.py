@@ -24,7 +24,6 @@ from sam_server.api import (
     tenants,
     tokens,
 )
-from sam_server.api.cluster_metrics import ClusterCollector
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
@@ -33,6 +32,7 @@ from sam_server.config import Settings, get_settings
 from sam_server.db.models import Job
 from sam_server.db.session import engine_for
 from sam_server.services.bootstrap import prepare_database
+from sam_server.services.cluster_metrics import ClusterCollector
 
 log = logging.getLogger("sam.server")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
+
+from sam_server.services.health import database_ready
 
 router = APIRouter(tags=["operations"])
 
@@ -22,7 +23,7 @@ def readyz(request: Request) -> Response:
     checks: dict[str, str] = {}
     try:
         with request.app.state.sessions() as session:
-            session.execute(text("SELECT 1"))
+            database_ready(session)
         checks["database"] = "ok"
     except Exception as exc:  # noqa: BLE001 - any failure means not ready
         checks["database"] = f"error: {type(exc).__name__}"

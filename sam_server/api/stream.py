@@ -14,19 +14,18 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
-from sam_server.db.models import Job, JobLog
-from sam_server.services import observe
-from sam_server.services.transitions import TERMINAL
+from sam_server.services import logfeed
+from sam_server.services.logfeed import ENDED
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import sessionmaker
 
 log = logging.getLogger("sam.server.stream")
 
-ENDED = frozenset(s.value for s in TERMINAL) | {"gone"}
 FULL_POLL_EVERY = 4  # ticks between polls that read every followed job in full
 MAX_BACKLOG = 10_000  # events queued for one slow follower before it is told to reconnect
 
@@ -66,7 +65,7 @@ class LogHub:
         queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         channel = self.channels.get(job_id)
         if channel is None:
-            start = await self._run(_max_log_id, job_id)
+            start = await self._run(logfeed.max_log_id, job_id)
             channel = self.channels.setdefault(job_id, _Channel(last_id=start))
         channel.queues.add(queue)
         if self.gauge is not None:
@@ -122,7 +121,9 @@ class LogHub:
         if not cursors:
             return
         full = self.polls % FULL_POLL_EVERY == 0
-        states, rows, self._seen_max = await self._run(_read_new, cursors, self._seen_max, full)
+        states, rows, self._seen_max = await self._run(
+            logfeed.read_new, cursors, self._seen_max, full
+        )
         self.polls += 1
         for job_id, lines in rows.items():
             channel = self.channels.get(job_id)
@@ -147,50 +148,6 @@ class LogHub:
                 queue.put_nowait(event)
 
 
-def _max_log_id(session: Session, job_id: str) -> int:
-    value = session.execute(select(func.max(JobLog.id)).where(JobLog.job_id == job_id)).scalar()
-    return int(value or 0)
-
-
-def _read_new(
-    session: Session, cursors: dict[str, int], seen_max: int, full: bool
-) -> tuple[dict[str, str], dict[str, list[tuple[int, str]]], int]:
-    """(ended jobs' states, new lines per job, the newest log id of all). Cheap when nothing
-    happened: one indexed max() and the ended jobs only; every line and every job on `full`
-    ticks (which also catch a line whose id committed out of order)."""
-    ids = list(cursors)
-    # The state is read before the lines: a job seen ended has every line it wrote visible.
-    query = select(Job.id, Job.state).where(Job.id.in_(ids))
-    if full:
-        found = session.execute(query).tuples()
-        # A job deleted meanwhile ends its streams too ("gone" is not a job state, only an end).
-        states = {job_id: "gone" for job_id in ids} | {job_id: state for job_id, state in found}
-    else:
-        ended = session.execute(query.where(Job.state.in_(sorted(ENDED)))).tuples()
-        states = {job_id: state for job_id, state in ended}
-    newest = int(session.execute(select(func.max(JobLog.id))).scalar() or 0)
-    rows: dict[str, list[tuple[int, str]]] = {}
-    if newest <= seen_max and not full and not states:
-        return states, rows, newest
-    lines = (
-        select(JobLog)
-        .where(JobLog.job_id.in_(ids), JobLog.id > min(cursors.values()))
-        .order_by(JobLog.id)
-    )
-    for line in session.execute(lines).scalars():
-        if line.id > cursors[line.job_id]:
-            rows.setdefault(line.job_id, []).append((line.id, observe.format_log(line)))
-    return states, rows, newest
-
-
-def _catch_up(session: Session, job_id: str, after_id: int) -> tuple[str, list[tuple[int, str]]]:
-    job = session.get(Job, job_id)
-    state = job.state if job is not None else "gone"
-    query = select(JobLog).where(JobLog.job_id == job_id, JobLog.id > after_id)
-    lines = session.execute(query.order_by(JobLog.id)).scalars()
-    return state, [(line.id, observe.format_log(line)) for line in lines]
-
-
 def sse(event: str, data: str, event_id: int | None = None) -> str:
     """One Server-Sent Event (a data line per line of `data`)."""
     head = f"id: {event_id}\n" if event_id is not None else ""
@@ -204,7 +161,7 @@ async def follow(hub: LogHub, job_id: str, after_id: int) -> AsyncIterator[str]:
     try:
         # Subscribed first, then caught up: a line is in the catch-up, the queue, or both
         # (dropped by id), never in neither.
-        state, lines = await hub._run(_catch_up, job_id, after_id)
+        state, lines = await hub._run(logfeed.catch_up, job_id, after_id)
         sent = after_id
         yield "retry: 1000\n\n"
         for line_id, text in lines:
