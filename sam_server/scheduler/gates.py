@@ -20,10 +20,11 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Job, JobLog
 from sam_server.services.dependencies import dependency_verdicts
 from sam_server.services.transitions import JobState, transition
+from sam_server.states import LEASED, WAITING
 
-GATED_STATES = ("queued", "compiling", "pending")
+GATED_STATES = WAITING
 # Tasks that count against an array's %N: on a wafer, or on their way to one.
-IN_FLIGHT = ("running", "cancelling", "compiling")
+IN_FLIGHT = LEASED
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Job, JobAttempt, JobLog
 from sam_server.db.types import utcnow
 from sam_server.services.transitions import JobState, transition
-
-LEASED = ("compiling", "running", "cancelling")
+from sam_server.states import LEASED
 
 
 def reap_expired(session: Session, *, max_attempts: int) -> list[str]:

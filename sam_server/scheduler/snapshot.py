@@ -18,9 +18,7 @@ from sam_server.scheduling.shapes import flexible_shapes
 from sam_server.services.jobs import job_arch
 from sam_server.services.observe import wafer_online
 from sam_server.services.transitions import ACTIVE
-
-# A job in `cancelling` still holds its region until its worker stops it.
-HOLDS_REGION = ("running", "cancelling")
+from sam_server.states import HOLDS_REGION  # `cancelling` holds its region until it stops
 
 
 def _ts(value: datetime | None) -> float | None:

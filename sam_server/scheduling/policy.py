@@ -44,8 +44,9 @@ from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
 from sam_server.scheduling.reservation import TimedRect, earliest_start, earliest_time
+from sam_server.states import WAITING
 
-WAITING_STATES = ("queued", "compiling", "pending")
+WAITING_STATES = WAITING
 MAX_RESERVE_ATTEMPTS = 8
 """Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
 no known end gets none; the next is tried, but not the whole queue)."""

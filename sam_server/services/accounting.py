@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Job, JobAccounting, JobAttempt, Tenant, User
 from sam_server.db.types import as_utc, utcnow
 from sam_server.services.auth import Principal
+from sam_server.states import ENDED
 
-TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+TERMINAL_STATES = ENDED
 MAX_RECORDS = 10_000  # one answer's cap; narrow the period or filters for more
 JobAttemptLike = Any  # a JobAttempt row, or anything with its fields (the migration's rows)
 

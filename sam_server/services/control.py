@@ -22,8 +22,8 @@ from sam_server.services.arrays import split_task_id
 from sam_server.services.auth import Principal
 from sam_server.services.jobs import cancel_job
 from sam_server.services.transitions import TERMINAL, JobState
+from sam_server.states import WAITING
 
-WAITING = ("queued", "compiling", "pending")
 PRIORITY_RANK = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job
 from sam_server.errors import InvalidSpec
+from sam_server.states import ENDED, JobState
 
 KINDS = ("afterok", "afterany", "afternotok", "singleton")
-ENDED = ("succeeded", "failed", "cancelled")
-NOT_OK = ("failed", "cancelled")
+NOT_OK = (JobState.FAILED.value, JobState.CANCELLED.value)
 
 Status = Literal["satisfied", "waiting", "never"]
 

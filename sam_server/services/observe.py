@@ -14,8 +14,7 @@ from sam_server.scheduling.geometry import FreeSpace
 from sam_server.schemas.jobs import job_view
 from sam_server.services.auth import Principal
 from sam_server.services.transitions import TERMINAL, JobState
-
-WAITING = (JobState.QUEUED.value, JobState.COMPILING.value, JobState.PENDING.value)
+from sam_server.states import WAITING
 
 
 def log_lines(session: Session, *, job: Job, after_id: int = 0) -> list[JobLog]:

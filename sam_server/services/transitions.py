@@ -6,8 +6,6 @@ checks the table, stamps times, bumps the row version and records a `JobEvent`.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -16,43 +14,9 @@ from sam_server.db.models import Job, JobEvent
 from sam_server.db.types import utcnow
 from sam_server.errors import InvalidTransition
 from sam_server.services.accounting import record_job_end
+from sam_server.states import ACTIVE, ALLOWED, TERMINAL, JobState, can_transition
 
-
-class JobState(StrEnum):
-    QUEUED = "queued"
-    COMPILING = "compiling"
-    PENDING = "pending"
-    RUNNING = "running"
-    CANCELLING = "cancelling"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
-ACTIVE = frozenset(JobState) - TERMINAL
-
-# from-state -> the states it may move to. Requeues (compiling -> queued, running -> pending) are
-# how lost workers and preemption give a job back to the scheduler.
-ALLOWED: dict[JobState, frozenset[JobState]] = {
-    JobState.QUEUED: frozenset({JobState.COMPILING, JobState.CANCELLED, JobState.FAILED}),
-    JobState.COMPILING: frozenset(
-        {JobState.PENDING, JobState.QUEUED, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
-    ),
-    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
-    JobState.RUNNING: frozenset(
-        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLING, JobState.PENDING}
-    ),
-    JobState.CANCELLING: frozenset({JobState.CANCELLED, JobState.SUCCEEDED, JobState.FAILED}),
-    JobState.SUCCEEDED: frozenset(),
-    JobState.FAILED: frozenset(),
-    JobState.CANCELLED: frozenset(),
-}
-
-
-def can_transition(from_state: str, to_state: str) -> bool:
-    """Whether the table allows `from_state` -> `to_state`."""
-    return JobState(to_state) in ALLOWED[JobState(from_state)]
+__all__ = ["ACTIVE", "ALLOWED", "TERMINAL", "JobState", "can_transition", "transition"]
 
 
 def transition(
