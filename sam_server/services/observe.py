@@ -171,7 +171,27 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
         compile_server_view(s, stale_s=stale_s)
         for s in session.execute(select(CompileServer).order_by(CompileServer.id)).scalars()
     ]
-    return {"wafers": out, "compile_servers": servers}
+    return {
+        "wafers": out,
+        "compile_servers": servers,
+        "compile_queue": _compile_queue(session, principal),
+    }
+
+
+def _compile_queue(session: Session, principal: Principal) -> dict[str, int]:
+    """Jobs waiting for a compile slot (state queued) and compiling now, for the whole cluster
+    and for the caller's tenant (an admin's `mine` is every tenant's)."""
+    counts = session.execute(
+        select(Job.state, Job.tenant_id, func.count())
+        .where(Job.state.in_([JobState.QUEUED.value, JobState.COMPILING.value]))
+        .group_by(Job.state, Job.tenant_id)
+    ).all()
+    out = {"queued": 0, "compiling": 0, "queued_mine": 0, "compiling_mine": 0}
+    for state, tenant_id, n in counts:
+        out[state] += n
+        if principal.is_admin or tenant_id == principal.tenant_id:
+            out[f"{state}_mine"] += n
+    return out
 
 
 def compile_server_view(server: CompileServer, *, stale_s: float) -> dict[str, Any]:

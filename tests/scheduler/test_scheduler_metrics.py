@@ -36,6 +36,13 @@ def test_scheduler_metrics_port_reports_cycles_and_queue(api, cluster_settings):
     metrics.observe(run_cycle(cluster_settings))
     second = api.get(f"/api/v1/jobs/{second_id}", headers=alice).json()
     assert (second["state"], second["reason"]) == ("queued", "CompilePending")
+    # The cluster view shows the compile queue: the whole cluster's, and the caller's share
+    queue = api.get("/api/v1/cluster", headers=alice).json()["compile_queue"]
+    assert queue == {"queued": 1, "compiling": 1, "queued_mine": 1, "compiling_mine": 1}
+    make_tenant(api, "other")
+    bob = make_user(api, "other", "bob")
+    theirs = api.get("/api/v1/cluster", headers=bob).json()["compile_queue"]
+    assert theirs == {"queued": 1, "compiling": 1, "queued_mine": 0, "compiling_mine": 0}
     _compile_ok(cluster_settings, first)
     metrics.observe(run_cycle(cluster_settings))  # the first is placed
 

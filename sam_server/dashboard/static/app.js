@@ -528,10 +528,13 @@ async function clusterPage(main, signal) {
   const render = (view) => {
     wafersBox.replaceChildren(...view.wafers.map(waferCard));
     const rows = (view.compile_servers || []).map((s) => h("tr", {}, h("td", {}, s.id), h("td", {}, h("span", { class: "state " + (s.state === "online" ? "running" : "failed") }, s.state)),
-      h("td", { class: "num" }, s.busy), h("td", { class: "num" }, s.compiles), h("td", { class: "num" }, s.cache_hits), h("td", {}, fmtTime(s.heartbeat_at)),
-      h("td", { class: "num" }, s.queue ?? s.queued ?? "")));
-    servers.replaceChildren(rows.length
-      ? h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["server", "state", "busy", "compiles", "cache hits", "heartbeat", "queued"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
+      h("td", { class: "num" }, s.slots ? `${s.busy}/${s.slots}` : s.busy), h("td", { class: "num" }, s.compiles), h("td", { class: "num" }, s.cache_hits), h("td", {}, fmtTime(s.heartbeat_at))));
+    const q = view.compile_queue || {};
+    const queueLine = h("p", { id: "compile-queue" },
+      `Compile queue: ${q.queued ?? 0} waiting for a slot, ${q.compiling ?? 0} compiling` +
+      ` (yours: ${q.queued_mine ?? 0} waiting, ${q.compiling_mine ?? 0} compiling). Slots go to the tenant with the fewest compiles in flight.`);
+    servers.replaceChildren(queueLine, rows.length
+      ? h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["server", "state", "busy/slots", "compiles", "cache hits", "heartbeat"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
       : h("p", { class: "muted" }, "No compile server has reported yet."));
   };
   render(await api("/api/v1/cluster", { signal }));
