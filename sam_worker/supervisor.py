@@ -38,6 +38,9 @@ def ensure_port_free(host: str, port: int) -> None:
     """Raise PortInUse if nothing can listen on host:port now."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server itself binds (uvicorn sets SO_REUSEADDR): connections a stopped SAM left
+        # in TIME_WAIT do not hold the port, a process listening on it does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:

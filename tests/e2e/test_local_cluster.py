@@ -77,7 +77,8 @@ def _readme_flow_after_demo(tmp_path: Path, port: int) -> None:
         sam("submit", str(REPO / "examples" / "mlp" / "job.yaml"), "--wait")
         assert "mlp-synthetic" in sam("queue", "--all")
     finally:
-        os.killpg(up.pid, signal.SIGTERM)
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGTERM)
         up.wait(60)
 
 
