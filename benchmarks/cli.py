@@ -10,7 +10,7 @@ then measures, in one run so that ratios compare:
   distribution `sam-client`) installed alone in a fresh venv (pip from the configured indexes),
   the MB it added to site-packages, and the same submits through its `sam` (`--skip-install`:
   null);
-- `array_tasks_per_s`: one `POST /api/v1/jobs` with `"array": "0-{T-1}"` creating T tasks
+- `array_tasks_per_s`: one `POST /api/v1/jobs` with the spec's `array: "0-{T-1}"` creating T tasks
   (job arrays, another branch's work): null when the server answers 404/422 (no arrays yet) or
   creates fewer than T jobs;
 - `sbatch_submits_per_s`: N sequential `sbatch --hold --parsable --wrap true` when Slurm answers
@@ -146,7 +146,7 @@ def site_mb(env_dir: Path) -> float:
 def array_rate(base: str, token: str, tasks: int, database: Path) -> float | None:
     """Tasks per second of one array submit, or None when the server has no arrays."""
     before = count_jobs(database)
-    body = {"spec": SPEC, "files": {}, "array": f"0-{tasks - 1}"}
+    body = {"spec": {**SPEC, "array": f"0-{tasks - 1}"}, "files": {}}
     start = time.perf_counter()
     answer = httpx.post(
         f"{base}/api/v1/jobs",
