@@ -55,23 +55,27 @@ def count_jobs(url: str) -> int:
         engine.dispose()
 
 
-def start_server(url: str, port: int, workers: int, data_dir: str) -> subprocess.Popen:  # type: ignore[type-arg]
+def start_server(url: str | None, port: int, workers: int, data_dir: str) -> subprocess.Popen:  # type: ignore[type-arg]
+    """`sam server` on `url` (migrated first), or with `url` None on the embedded SQLite under
+    `data_dir` (the server creates that itself); returns once /readyz answers 200."""
     env = dict(
         os.environ,
-        SAM_DATABASE_URL=url,
         SAM_ADMIN_TOKEN=ADMIN,
         SAM_DATA_DIR=data_dir,
         SAM_LOG_LEVEL="WARNING",
     )
+    env.pop("SAM_DATABASE_URL", None)
     sam = [sys.executable, "-c", "import sys; from client.cli import main; main(sys.argv[1:])"]
-    subprocess.run([*sam, "db", "upgrade"], env=env, check=True, capture_output=True)
+    if url is not None:
+        env["SAM_DATABASE_URL"] = url
+        subprocess.run([*sam, "db", "upgrade"], env=env, check=True, capture_output=True)
     proc = subprocess.Popen(
         [*sam, "server", "--port", str(port), "--workers", str(workers)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    for _ in range(200):
+    for _ in range(600):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                 return proc

@@ -35,7 +35,6 @@ import os
 import resource
 import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -45,52 +44,22 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from api_submit import ADMIN, SPEC, count_jobs, start_server  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-ADMIN = "sam_admin_bench"
 MODEL = "import torch.nn as nn\n\n\nclass Net(nn.Linear):\n    def __init__(self):\n        super().__init__(8, 2)\n"
 JOB = (
     "name: sweep\nmodel: {file: model.py, class: Net}\n"
     "data: {source: synthetic, task: regression, input_shape: [8], batch_size: 4}\n"
     "resources: {region: {rows: 4, cols: 4}, time_limit: 5m}\n"
 )
-SPEC = {
-    "name": "array-bench",
-    "model": {"builtin": "mlp"},
-    "resources": {"region": {"rows": 8, "cols": 8}, "time_limit": "10m"},
-}
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    """`sam server` on SQLite under `data_dir` (it creates the database itself)."""
-    env = dict(
-        os.environ,
-        SAM_DATA_DIR=str(data_dir),
-        SAM_ADMIN_TOKEN=ADMIN,
-        SAM_LOG_LEVEL="WARNING",
-    )
-    env.pop("SAM_DATABASE_URL", None)
-    sam = [sys.executable, "-c", "import sys; from client.cli import main; main(sys.argv[1:])"]
-    proc = subprocess.Popen(
-        [*sam, "server", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the server did not start")
 
 
 def make_user(base: str) -> str:
@@ -145,7 +114,7 @@ def site_mb(env_dir: Path) -> float:
 
 def array_rate(base: str, token: str, tasks: int, database: Path) -> float | None:
     """Tasks per second of one array submit, or None when the server has no arrays."""
-    before = count_jobs(database)
+    before = count_jobs(f"sqlite:///{database}")
     body = {"spec": {**SPEC, "array": f"0-{tasks - 1}"}, "files": {}}
     start = time.perf_counter()
     answer = httpx.post(
@@ -159,16 +128,11 @@ def array_rate(base: str, token: str, tasks: int, database: Path) -> float | Non
         print(f"array submit: {answer.status_code} (no job arrays on this server)", file=sys.stderr)
         return None
     answer.raise_for_status()
-    created = count_jobs(database) - before
+    created = count_jobs(f"sqlite:///{database}") - before
     if created < tasks:
         print(f"array submit created {created} jobs, not {tasks}", file=sys.stderr)
         return None
     return tasks / elapsed
-
-
-def count_jobs(database: Path) -> int:
-    with sqlite3.connect(database) as conn:
-        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])
 
 
 def sbatch_rate(n: int, where: Path) -> float | None:
@@ -200,7 +164,7 @@ def main() -> None:
         (where / "job" / "job.yaml").write_text(JOB)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        server = start_server(where / "data", port)
+        server = start_server(None, port, 1, str(where / "data"))
         try:
             token = make_user(base)
             env = dict(os.environ, SAM_URL=base, SAM_TOKEN=token, HOME=str(where))
