@@ -102,21 +102,13 @@ class SamClient:
             return self._send_quick(method, path, resend_after_reply, **kwargs)
         import httpx
 
-        for attempt in (1, 2):
-            try:
-                response = self._http.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                retryable = resend_after_reply or isinstance(
-                    exc, httpx.ConnectError | httpx.ConnectTimeout
-                )
-                if attempt == 2 or not retryable:
-                    raise SamConnectionError(self.url, _reason(exc)) from exc
-                time.sleep(self.retry_delay_s)
-                continue
-            if response.is_error:
-                raise problem_from_response(response)
-            return response
-        raise AssertionError("unreachable")
+        def failure(exc: Exception) -> tuple[bool, str] | None:
+            if not isinstance(exc, httpx.TransportError):
+                return None
+            connect = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+            return resend_after_reply or connect, _reason(exc)
+
+        return self._twice(lambda: self._http.request(method, path, **kwargs), failure)
 
     def _send_quick(
         self,
@@ -136,12 +128,32 @@ class SamClient:
         if json is not None:
             body = _json_dumps(json)
             all_headers["Content-Type"] = "application/json"
+
+        def failure(exc: Exception) -> tuple[bool, str] | None:
+            if not isinstance(exc, quickhttp.QuickHTTPError):
+                return None
+            return resend_after_reply or not exc.sent, str(exc)
+
+        return self._twice(
+            lambda: quickhttp.request(url, method, all_headers, body, self._timeout_s), failure
+        )
+
+    def _twice(
+        self, send: Callable[[], Any], failure: Callable[[Exception], tuple[bool, str] | None]
+    ) -> Any:
+        """`send()` once more after a transport error that `failure` calls retryable (it returns
+        (retryable, reason), or None for an error that is not the transport's); an error
+        response raises its problem."""
         for attempt in (1, 2):
             try:
-                response = quickhttp.request(url, method, all_headers, body, self._timeout_s)
-            except quickhttp.QuickHTTPError as exc:
-                if attempt == 2 or not (resend_after_reply or not exc.sent):
-                    raise SamConnectionError(self.url, str(exc)) from exc
+                response = send()
+            except Exception as exc:
+                verdict = failure(exc)
+                if verdict is None:
+                    raise
+                retryable, reason = verdict
+                if attempt == 2 or not retryable:
+                    raise SamConnectionError(self.url, reason) from exc
                 time.sleep(self.retry_delay_s)
                 continue
             if response.is_error:
