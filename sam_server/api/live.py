@@ -87,10 +87,11 @@ async def metrics_stream(
     def tick() -> list[tuple[str, dict[str, Any], int | None]]:
         with sessions() as session:
             state, steps = live.steps_after(session, job_id=job_id, after=int(cursor["after"]))
-            if not steps and live.newest_step(session, job_id=job_id) < int(cursor["after"]):
+            newest = live.newest_step(session, job_id=job_id) if not steps else None
+            if newest is not None and newest < int(cursor["after"]):
                 # A requeued job resumed from an earlier checkpoint: its later steps are gone.
-                cursor["after"] = live.newest_step(session, job_id=job_id)
-                return [("reset", {"step": cursor["after"]}, None)]
+                cursor["after"] = newest
+                return [("reset", {"step": newest}, None)]
         cursor["state"] = state
         if steps:
             cursor["after"] = steps[-1]["step"]
