@@ -93,6 +93,12 @@ def write_explanations(session: Session, plan: Plan, jobs: Mapping[str, Any]) ->
         code = info.reasons[0].code if info.reasons else None
         if k < EXPLAIN_DEPTH or k in window or code != row.reason:
             rows.append({"_id": key, "explain": _explain(info, planned_at), "reason": code})
+    store_explanations(session, rows)
+    return len(rows)
+
+
+def store_explanations(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Write `{_id, explain, reason}` rows in one batched UPDATE (no ORM objects loaded)."""
     if rows:
         table: Table = Job.__table__  # type: ignore[assignment]
         session.execute(
@@ -101,7 +107,6 @@ def write_explanations(session: Session, plan: Plan, jobs: Mapping[str, Any]) ->
             .values(explain=bindparam("explain"), reason=bindparam("reason")),
             rows,
         )
-    return len(rows)
 
 
 def _start(

@@ -14,10 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobLog
+from sam_server.scheduler.decisions import store_explanations
 from sam_server.services.dependencies import dependency_verdicts
 from sam_server.services.transitions import JobState, transition
 from sam_server.states import LEASED, WAITING
@@ -133,11 +133,4 @@ def _write_reasons(session: Session, gated: list[tuple[Any, list[Gate]]]) -> Non
         for row, reasons in gated
         if row.reason != reasons[0].code
     ]
-    if changed:
-        table: Table = Job.__table__  # type: ignore[assignment]
-        session.execute(
-            update(table)
-            .where(table.c.id == bindparam("_id"))
-            .values(explain=bindparam("explain"), reason=bindparam("reason")),
-            changed,
-        )
+    store_explanations(session, changed)
