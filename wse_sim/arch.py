@@ -8,7 +8,7 @@ Tags: "doc" = stated in vendor docs, code or papers; "derived" = arithmetic on d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, overload
 
 from wse_sim.errors import UnknownArchError
 
@@ -47,6 +47,10 @@ class Arch:
                     f"{name} must be an integer number of cycles >= {low}, got {value!r}"
                 )
 
+    @overload
+    def path_latency(self, hops: int) -> int: ...
+    @overload
+    def path_latency(self, hops: Any) -> Any: ...
     def path_latency(self, hops: Any) -> Any:
         """Cycles a wavelet takes from one PE to a PE `hops` >= 1 fabric links away: the RAMP
         out of the sender, `hops` links, the RAMP into the receiver (works on arrays too)."""

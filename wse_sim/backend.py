@@ -84,7 +84,8 @@ class Backend:
     def to_numpy(self, array: Any) -> np.ndarray:
         """A numpy copy (or view) of an array of either library."""
         if hasattr(array, "detach"):
-            return array.detach().cpu().numpy()
+            host: np.ndarray = array.detach().cpu().numpy()
+            return host
         return np.asarray(array)
 
     def maximum(self, a: Any, b: Any) -> Any:

@@ -215,7 +215,8 @@ def _redistribute(region: Region, src: Rect, dst: Rect, k: int) -> int:
     region.wavelets_delivered += delivered
     region.wavelets_dropped += total - delivered
     region.faults += int(delivered < total)
-    return end - t0
+    cycles: int = end - t0
+    return cycles
 
 
 def shift(region: Region, rect: Rect | None, data: Any, dr: int, dc: int) -> tuple[Any, int]:

@@ -25,7 +25,10 @@ class _AxisView:
         xp = region.xp
         self.region, self.xp = region, xp
         self.ramp, self.hop = region.arch.ramp_latency, region.arch.hop_latency
-        flip = (lambda a: xp.swap01(a)) if along_cols else (lambda a: a)
+
+        def flip(a: Any) -> Any:
+            return xp.swap01(a) if along_cols else a
+
         self.clock, self.busy = flip(region.clock), flip(region.busy)
         self.sent, self.received = flip(region.words_sent), flip(region.words_received)
         self.links = flip(region.link_busy)

@@ -148,7 +148,8 @@ def shift_mask(mask: np.ndarray, o: int) -> np.ndarray:
 def _arrivals(fabric: CycleFabric, color: int, p: int) -> np.ndarray:
     """Bool mask of the PEs where a wavelet can appear in FIFO (color, p)."""
     if p == RAMP:
-        return fabric._remaining[color] > 0
+        waiting: np.ndarray = fabric._remaining[color] > 0
+        return waiting
     arrive = np.zeros(fabric.halo.shape, bool)
     for (cc, _pp, o), m in fabric.routes.items():
         if cc == color and o == OPPOSITE[p]:

@@ -75,7 +75,8 @@ def colours(unit: np.ndarray) -> np.ndarray:
     frac = (v - low)[..., None]
     rgb = RAMP[low] * (1 - frac) + RAMP[low + 1] * frac
     rgb[np.isnan(unit)] = NO_VALUE
-    return np.rint(rgb).astype(np.uint8)
+    pixels: np.ndarray = np.rint(rgb).astype(np.uint8)
+    return pixels
 
 
 def nice_ticks(lo: float, hi: float, most: int = 6) -> list[float]:

@@ -50,7 +50,8 @@ def downsample(grid: np.ndarray, max_side: int = MAX_SUMMARY_SIDE) -> np.ndarray
     blocks = padded.reshape(pr // fr, fr, pc // fc, fc)
     with warnings.catch_warnings():  # blocks wholly off-region average to NaN, silently
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmean(blocks, axis=(1, 3))
+        means: np.ndarray = np.nanmean(blocks, axis=(1, 3))
+        return means
 
 
 def _origin(target: Region | Wafer) -> tuple[int, int]:

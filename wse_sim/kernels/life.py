@@ -63,4 +63,5 @@ def life_numpy(board: np.ndarray) -> np.ndarray:
     count = sum(
         p[1 + a : 1 + a + h, 1 + b : 1 + b + w] for a in (-1, 0, 1) for b in (-1, 0, 1) if a or b
     )
-    return ((count == 3) | ((board == 1) & (count == 2))).astype(np.int8)
+    nxt: np.ndarray = ((count == 3) | ((board == 1) & (count == 2))).astype(np.int8)
+    return nxt

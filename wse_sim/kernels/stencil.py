@@ -66,4 +66,5 @@ def stencil7_numpy(u: np.ndarray, c0: float = -6.0, c1: float = 1.0) -> np.ndarr
         + p[1:-1, 1:-1, 2:]
         + p[1:-1, 1:-1, :-2]
     )
-    return c0 * u + c1 * nb
+    swept: np.ndarray = c0 * u + c1 * nb
+    return swept

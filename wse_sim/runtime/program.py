@@ -186,7 +186,8 @@ def compile_program(
 def _loss_ref(graph: Mapping[str, Any]) -> str:
     for out in graph["outputs"]:
         if out["role"] == "loss":
-            return out["ref"]
+            ref: str = out["ref"]
+            return ref
     raise ValueError("the graph has no loss output; recompile the job")
 
 

@@ -119,7 +119,8 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
         "heatmap_scales": heatmaps.heatmap_scales(region),
     }
     (out / "report.json").write_text(json.dumps(result, indent=1, default=_json_default))
-    return json.loads(json.dumps(result, default=_json_default))
+    plain: dict[str, Any] = json.loads(json.dumps(result, default=_json_default))
+    return plain
 
 
 def _json_default(value: Any) -> Any:

@@ -337,7 +337,8 @@ def _reduced_count(node: Mapping[str, Any], facts: _GraphFacts) -> int:
         data_index, axis_index = _ROW_OPS.get(target) or _NORM_OPS[target]
         shape = facts.shape[args[data_index]["ref"]]
         if target in _ROW_OPS:
-            return _numel(shape) // max(1, shape[int(args[axis_index])])
+            rows: int = _numel(shape) // max(1, shape[int(args[axis_index])])
+            return rows
         return _numel(shape) // max(1, _numel(args[axis_index]))
     out = node.get("shape") if node.get("shape") is not None else (node.get("shapes") or [[1]])[0]
     return max(1, _numel(out))

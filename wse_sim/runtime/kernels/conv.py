@@ -83,12 +83,13 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, geo: _ConvGeometry) -> np.ndarr
     cols = windows(geo.padded(x), geo.k, geo.s, geo.d, geo.out)
     g = geo.groups
     if g == 1:
-        return np.einsum("ncpqij,ocij->nopq", cols, w, optimize=True)
+        y: np.ndarray = np.einsum("ncpqij,ocij->nopq", cols, w, optimize=True)
+        return y
     # All groups in one contraction (depthwise layers have hundreds): [N, g, C/g, ...] x [g, O/g, ...]
     n, c, oh, ow, kh, kw = cols.shape
     grouped = cols.reshape(n, g, c // g, oh, ow, kh, kw)
     wg = w.reshape(g, w.shape[0] // g, *w.shape[1:])
-    out = np.einsum("ngcpqij,gocij->ngopq", grouped, wg, optimize=True)
+    out: np.ndarray = np.einsum("ngcpqij,gocij->ngopq", grouped, wg, optimize=True)
     return out.reshape(n, w.shape[0], oh, ow)
 
 

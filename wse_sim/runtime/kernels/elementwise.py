@@ -26,7 +26,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     poly = t * (
         0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
     )
-    return sign * (1.0 - poly * np.exp(-a * a))
+    y: np.ndarray = sign * (1.0 - poly * np.exp(-a * a))
+    return y
 
 
 @simple("aten.add.Tensor", "aten.add.Scalar")

@@ -45,7 +45,8 @@ def scatter_add(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
 @simple("aten.index_select.default")
 def index_select(x: Any, dim: int, index: Any) -> np.ndarray:
     """x's slices at `index` along `dim`."""
-    return np.take(x, index, axis=dim)
+    out: np.ndarray = np.take(x, index, axis=dim)
+    return out
 
 
 def _index_tuple(indices: list[Any]) -> tuple[Any, ...]:
@@ -55,7 +56,8 @@ def _index_tuple(indices: list[Any]) -> tuple[Any, ...]:
 @simple("aten.index.Tensor")
 def index(x: Any, indices: list[Any]) -> np.ndarray:
     """x[indices] with torch/numpy advanced-indexing semantics (None keeps an axis)."""
-    return np.asarray(x)[_index_tuple(indices)]
+    out: np.ndarray = np.asarray(x)[_index_tuple(indices)]
+    return out
 
 
 @simple("aten.index_put.default", "aten._unsafe_index_put.default")

@@ -44,8 +44,10 @@ def panel_matmul(a: np.ndarray, b: np.ndarray, panels: int) -> np.ndarray:
     (the last may be shorter).
     """
     k = a.shape[-1]
+    out: np.ndarray
     if panels <= 1 or k < 2:
-        return np.matmul(a, b)
+        out = np.matmul(a, b)
+        return out
     width = -(-k // panels)
     out = np.matmul(a[..., :width], b[..., :width, :])
     for start in range(width, k, width):
@@ -82,6 +84,7 @@ def addmm(ctx: NodeContext) -> Any:
         out = product(a, b)
         if alpha != 1:
             out = out * alpha
-        return out + bias if beta == 1 else out + beta * bias
+        y: np.ndarray = out + bias if beta == 1 else out + beta * bias
+        return y
 
     return impl

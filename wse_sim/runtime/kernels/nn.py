@@ -16,14 +16,16 @@ from wse_sim.runtime.kernels.registry import NodeContext, factory, simple
 
 
 def _stable_exp(x: np.ndarray, dim: int) -> np.ndarray:
-    return np.exp(x - np.max(x, axis=dim, keepdims=True))
+    e: np.ndarray = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e
 
 
 @simple("aten._softmax.default", "aten.softmax.int")
 def softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
     """exp(x) / sum(exp(x)) along `dim`."""
     e = _stable_exp(np.asarray(x), dim)
-    return e / np.sum(e, axis=dim, keepdims=True)
+    y: np.ndarray = e / np.sum(e, axis=dim, keepdims=True)
+    return y
 
 
 @simple("aten._log_softmax.default", "aten.log_softmax.int")
@@ -31,20 +33,23 @@ def log_softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
     """x - logsumexp(x) along `dim`."""
     x = np.asarray(x)
     shifted = x - np.max(x, axis=dim, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+    y: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+    return y
 
 
 @simple("aten._softmax_backward_data.default")
 def softmax_backward(grad: Any, out: Any, dim: int, input_dtype: Any = None) -> np.ndarray:
     """y * (g - sum(g * y)) with y = softmax(x)."""
     gy = grad * out
-    return gy - out * np.sum(gy, axis=dim, keepdims=True)
+    gx: np.ndarray = gy - out * np.sum(gy, axis=dim, keepdims=True)
+    return gx
 
 
 @simple("aten._log_softmax_backward_data.default")
 def log_softmax_backward(grad: Any, out: Any, dim: int, input_dtype: Any = None) -> np.ndarray:
     """g - exp(y) * sum(g) with y = log_softmax(x)."""
-    return grad - np.exp(out) * np.sum(grad, axis=dim, keepdims=True)
+    gx: np.ndarray = grad - np.exp(out) * np.sum(grad, axis=dim, keepdims=True)
+    return gx
 
 
 def _norm_axes(x: np.ndarray, normalized_shape: list[int]) -> tuple[int, ...]:
@@ -105,7 +110,8 @@ def embedding(
     sparse: bool = False,
 ) -> np.ndarray:
     """weight's rows at `indices`: [*indices.shape, dim]."""
-    return np.take(weight, indices, axis=0)
+    rows: np.ndarray = np.take(weight, indices, axis=0)
+    return rows
 
 
 @simple("aten.embedding_dense_backward.default")
@@ -164,7 +170,7 @@ def nll_loss_backward(
     x, target = np.asarray(x), np.asarray(target)
     w = _nll_weights(target, weight, ignore_index, x.dtype)
     scale = -w * grad if reduction == 0 else -w * (grad / total_weight if reduction == 1 else grad)
-    out = np.zeros_like(x)
+    out: np.ndarray = np.zeros_like(x)
     safe = np.where(target == ignore_index, 0, target)
     if x.ndim == 1:
         out[safe] = scale

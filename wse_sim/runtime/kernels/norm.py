@@ -80,7 +80,8 @@ def _normalize(x: np.ndarray, mean: Any, invstd: Any, weight: Any, bias: Any) ->
     beta = -mean * alpha if bias is None else np.asarray(bias, np.float64) - mean * alpha
     a = _per_channel(alpha.astype(x.dtype), x.ndim)
     b = _per_channel(beta.astype(x.dtype), x.ndim)
-    return x * a + b
+    y: np.ndarray = x * a + b
+    return y
 
 
 @simple("aten.native_batch_norm_backward.default")

@@ -13,22 +13,25 @@ import numpy as np
 from wse_sim.runtime.kernels.conv import out_size, pair, windows
 from wse_sim.runtime.kernels.registry import simple
 
+_Pair = tuple[int, int]
+
 
 def _pool_geometry(
     x: np.ndarray, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
-) -> tuple:
+) -> tuple[_Pair, _Pair, _Pair, _Pair, _Pair]:
+    """(kernel, stride, padding, dilation, output (OH, OW)) of a 2-d pooling window."""
     k = pair(kernel)
     s = pair(stride) if stride else k
     p, d = pair(padding), pair(dilation)
-    out = tuple(
+    oh, ow = (
         out_size(n, kk, ss, pp, dd, ceil_mode)
         for n, kk, ss, pp, dd in zip(x.shape[-2:], k, s, p, d, strict=False)
     )
-    return k, s, p, d, out
+    return k, s, p, d, (oh, ow)
 
 
 def _pad_for(
-    x: np.ndarray, k: tuple, s: tuple, p: tuple, d: tuple, out: tuple, value: float
+    x: np.ndarray, k: _Pair, s: _Pair, p: _Pair, d: _Pair, out: _Pair, value: float
 ) -> np.ndarray:
     """x padded by p, plus enough extra on the far side for ceil_mode windows."""
     extra = [
@@ -96,13 +99,12 @@ def avg_pool2d(
     x = np.asarray(x)
     k, s, p, d, out = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode)
     total = windows(_pad_for(x, k, s, p, d, out, 0), k, s, d, out).sum(axis=(-2, -1))
-    return (total / _pool_divisor(x, k, s, p, out, count_include_pad, divisor_override)).astype(
-        x.dtype
-    )
+    mean: np.ndarray = total / _pool_divisor(x, k, s, p, out, count_include_pad, divisor_override)
+    return mean.astype(x.dtype)
 
 
 def _pool_divisor(
-    x: np.ndarray, k: tuple, s: tuple, p: tuple, out: tuple, include_pad: bool, override: Any
+    x: np.ndarray, k: _Pair, s: _Pair, p: _Pair, out: _Pair, include_pad: bool, override: Any
 ) -> Any:
     if override:
         return override

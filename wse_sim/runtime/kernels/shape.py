@@ -95,24 +95,26 @@ def slice_(
     x = np.asarray(x)
     index = [slice(None)] * x.ndim
     index[_dim(dim, x.ndim)] = slice(start, end, step)
-    return x[tuple(index)]
+    out: np.ndarray = x[tuple(index)]
+    return out
 
 
 @simple("aten.select.int", "aten.select_copy.int")
 def select(x: Any, dim: int, index: int) -> np.ndarray:
     """x[index] along `dim` (that axis removed)."""
-    return np.take(x, index, axis=dim)
+    out: np.ndarray = np.take(x, index, axis=dim)
+    return out
 
 
 @simple("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_copy.dims")
 def squeeze(x: Any, dims: Any = None) -> np.ndarray:
     """x without the given size-1 axes (all size-1 axes when none given)."""
-    x = np.asarray(x)
+    a = np.asarray(x)
     if dims is None:
-        return np.squeeze(x)
+        return np.squeeze(a)
     dims = [dims] if isinstance(dims, int) else dims
-    keep = tuple(_dim(d, x.ndim) for d in dims if x.shape[d] == 1)
-    return np.squeeze(x, axis=keep) if keep else x
+    keep = tuple(_dim(d, a.ndim) for d in dims if a.shape[d] == 1)
+    return np.squeeze(a, axis=keep) if keep else a
 
 
 @simple("aten.unsqueeze.default", "aten.unsqueeze_copy.default")

@@ -24,7 +24,8 @@ _SIX = np.float32(6.0)
 def hardswish(x: Any) -> np.ndarray:
     """x * min(max(x + 3, 0), 6) / 6."""
     x = np.asarray(x)
-    return x * np.minimum(np.maximum(x + _THREE, 0), _SIX) / _SIX
+    y: np.ndarray = x * np.minimum(np.maximum(x + _THREE, 0), _SIX) / _SIX
+    return y
 
 
 @simple("aten.hardswish_backward.default")
@@ -39,7 +40,8 @@ def hardswish_backward(grad: Any, x: Any) -> np.ndarray:
 def hardsigmoid(x: Any) -> np.ndarray:
     """min(max(x + 3, 0), 6) / 6."""
     x = np.asarray(x)
-    return np.minimum(np.maximum(x + _THREE, 0), _SIX) / _SIX
+    y: np.ndarray = np.minimum(np.maximum(x + _THREE, 0), _SIX) / _SIX
+    return y
 
 
 @simple("aten.hardsigmoid_backward.default")
@@ -91,7 +93,7 @@ def transposed_output_hw(
     """(H, W) of a transposed convolution's output: (in - 1) * s - 2p + d * (k - 1) + op + 1."""
     s, p, d, op = pair(stride), pair(padding), pair(dilation), pair(output_padding)
     k = w.shape[-2:]
-    return tuple(  # type: ignore[return-value]
+    return tuple(
         (x.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1 for i in range(2)
     )
 
