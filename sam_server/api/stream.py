@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sam_server.services import logfeed
-from sam_server.services.logfeed import ENDED
+from sam_server.services.logfeed import ENDED as ENDED  # re-exported: api/live.py ends with it
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import sessionmaker
+    from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger("sam.server.stream")
 
@@ -42,8 +42,8 @@ class LogHub:
     """Per-process fan-out of job log lines to every follower of every job."""
 
     def __init__(
-        self, sessions: sessionmaker, *, poll_s: float = 0.5, heartbeat_s: float = 15.0
-    ) -> None:  # type: ignore[type-arg]
+        self, sessions: sessionmaker[Session], *, poll_s: float = 0.5, heartbeat_s: float = 15.0
+    ) -> None:
         self.sessions = sessions
         self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
         self.channels: dict[str, _Channel] = {}

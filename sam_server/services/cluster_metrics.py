@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server.db.models import CompileServer, Job, Tenant, Wafer
 from sam_server.db.types import as_utc, utcnow
-from sam_server.services.observe import WAITING, wafer_online
+from sam_server.services.observe import wafer_online
+from sam_server.states import WAITING
 
 
 class ClusterCollector:

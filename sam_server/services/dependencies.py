@@ -178,7 +178,7 @@ def _combine(verdicts: list[Verdict]) -> Verdict:
     for status in ("never", "waiting"):
         hit = [v.message for v in verdicts if v.status == status]
         if hit:
-            return Verdict(status, "; ".join(hit))  # type: ignore[arg-type]
+            return Verdict(status, "; ".join(hit))
     return Verdict("satisfied", ",".join(v.message for v in verdicts))
 
 

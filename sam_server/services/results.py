@@ -24,7 +24,7 @@ _CKPT = re.compile(r"^step-(\d{8})\.json$")
 
 def checkpoint_dir(data_dir: Path, *, job_id: str, tenant: str, spec: dict[str, Any]) -> Path:
     """The folder of a job's checkpoints (see the module docstring)."""
-    relative = (spec.get("run_options") or {}).get("checkpoint_dir")
+    relative: str | None = (spec.get("run_options") or {}).get("checkpoint_dir")
     root = data_dir.resolve()
     if relative:
         return root / "tenants" / tenant / relative / job_id
