@@ -58,7 +58,10 @@ class Artifact:
 
     def program(self, kernel_id: str) -> dict[str, Any]:
         """The per-kernel program file of `kernel_id`."""
-        return json.loads((self.path / "program" / f"{kernel_id}.json").read_text())
+        program: dict[str, Any] = json.loads(
+            (self.path / "program" / f"{kernel_id}.json").read_text()
+        )
+        return program
 
 
 def load_artifact(path: Path | str, *, expected_digest: str | None = None) -> Artifact:

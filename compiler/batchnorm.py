@@ -23,7 +23,7 @@ BATCH_NORM_BACKWARD = "aten.native_batch_norm_backward.default"
 class BatchNormMode(TorchFunctionMode):
     """A torch-function mode that replaces training-mode F.batch_norm (see the module docstring)."""
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func is F.batch_norm:
             bound = _bind(*args, **kwargs)
@@ -66,6 +66,7 @@ def _functional_batch_norm(
     eps: float,
 ) -> torch.Tensor:
     # Autograd saves the statistics it was given; hand it copies, since the originals change below.
+    out: torch.Tensor
     out, _mean, _rstd, new_mean, new_var = torch.ops.aten._native_batch_norm_legit_functional(
         input, weight, bias, running_mean.clone(), running_var.clone(), True, momentum, eps
     )

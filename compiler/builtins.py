@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +43,8 @@ class MLP(nn.Module):
         x = x.flatten(1)
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
-        return self.layers[-1](x)
+        y: torch.Tensor = self.layers[-1](x)
+        return y
 
 
 class CNN(nn.Module):
@@ -66,7 +68,8 @@ class CNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.avg_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+        logits: torch.Tensor = self.fc2(F.relu(self.fc1(x.flatten(1))))
+        return logits
 
 
 class CausalSelfAttention(nn.Module):
@@ -92,7 +95,8 @@ class CausalSelfAttention(nn.Module):
         scores = scores.masked_fill(~mask[:t, :t], float("-inf"))
         attn = self.drop(F.softmax(scores, dim=-1))
         y = (attn @ v).transpose(1, 2).reshape(b, t, d)
-        return self.drop(self.proj(y))
+        out: torch.Tensor = self.drop(self.proj(y))
+        return out
 
 
 class Block(nn.Module):
@@ -109,7 +113,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+        out: torch.Tensor = x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+        return out
 
 
 class GPT(nn.Module):
@@ -141,13 +146,14 @@ class GPT(nn.Module):
         x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        logits: torch.Tensor = self.head(self.ln_f(x))
+        return logits
 
 
 BUILTIN_MODELS: dict[str, type[nn.Module]] = {"mlp": MLP, "cnn": CNN, "gpt": GPT}
 
 
-def builtin_kwargs(spec: dict) -> dict:
+def builtin_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     """Net(**kwargs) for a built-in: the data spec's shapes fill in what the user left out."""
     name = spec["model"]["builtin"]
     data = spec.get("data") or {}

@@ -124,7 +124,7 @@ def read_index(cache_dir: Path, req_key: str) -> dict[str, Any] | None:
     """The index entry of a request key, if it exists and its artifact is complete."""
     path = Path(cache_dir) / "index" / f"{req_key}.json"
     try:
-        entry = json.loads(path.read_text())
+        entry: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if (

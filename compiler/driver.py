@@ -133,13 +133,13 @@ def _hit(entry: dict[str, Any], cache_dir: Path, start: float) -> CompileResult:
 
 
 def _compile(
-    spec,
-    files,
-    region,
+    spec: dict[str, Any],
+    files: dict[str, str],
+    region: tuple[int, int],
     cache_dir: Path,
     arch_name: str,
     validate: bool,
-    limits,
+    limits: SandboxLimits | None,
     keys: tuple[str, str | None],
     start: float,
 ) -> CompileResult:

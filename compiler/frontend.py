@@ -10,7 +10,7 @@ callers (tests, benchmarks).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +79,11 @@ def trace_training_step(
     return TracedStep(graph=graph, tensors=tensors, fx=gm)
 
 
-def _trace(step_fn, flat: list[torch.Tensor], user_files: tuple[str, ...]) -> torch.fx.GraphModule:
+def _trace(
+    step_fn: Callable[..., list[torch.Tensor]],
+    flat: list[torch.Tensor],
+    user_files: tuple[str, ...],
+) -> torch.fx.GraphModule:
     functional = torch.func.functionalize(step_fn, remove="mutations")
     try:
         with sdpa_kernel([SDPBackend.MATH]), _static_graph_tracing():

@@ -54,7 +54,9 @@ def fx_to_ir(
 
 
 def _placeholder_inputs(
-    placeholders: list[torch.fx.Node], described: list[tuple[str, str]], names: dict
+    placeholders: list[torch.fx.Node],
+    described: list[tuple[str, str]],
+    names: dict[torch.fx.Node, str],
 ) -> list[dict[str, Any]]:
     """IR inputs p0.., b0.., s0.., step, inputs, targets in the step function's order."""
     counters: dict[str, int] = {}
@@ -70,7 +72,10 @@ def _placeholder_inputs(
 
 
 def _constant_input(
-    gm: torch.fx.GraphModule, node: torch.fx.Node, names: dict, constants: dict
+    gm: torch.fx.GraphModule,
+    node: torch.fx.Node,
+    names: dict[torch.fx.Node, str],
+    constants: dict[str, np.ndarray],
 ) -> dict[str, Any]:
     """A tensor constant captured by tracing becomes a `constant` input with its value."""
     name = f"c{len(constants)}"
@@ -86,7 +91,9 @@ def _constant_input(
     }
 
 
-def _ir_node(node: torch.fx.Node, name: str, name_of: Any, user_files: tuple[str, ...]) -> dict:
+def _ir_node(
+    node: torch.fx.Node, name: str, name_of: Any, user_files: tuple[str, ...]
+) -> dict[str, Any]:
     return {
         "name": name,
         "target": target_name(node.target),
@@ -98,7 +105,9 @@ def _ir_node(node: torch.fx.Node, name: str, name_of: Any, user_files: tuple[str
     }
 
 
-def _outputs(output_node: Any, names: dict, layout: Any) -> list[dict[str, Any]]:
+def _outputs(
+    output_node: Any, names: dict[torch.fx.Node, str], layout: Any
+) -> list[dict[str, Any]]:
     flat = list(torch.utils._pytree.tree_leaves(output_node.args[0]))
     return [
         {"role": role, "ref": names[v], "name": label}

@@ -194,7 +194,7 @@ def save_graph(graph: Mapping[str, Any], path: Path) -> None:
 
 def load_graph(path: Path) -> dict[str, Any]:
     """Read and validate a graph.json."""
-    graph = json.loads(Path(path).read_text())
+    graph: dict[str, Any] = json.loads(Path(path).read_text())
     validate_graph(graph)
     return graph
 

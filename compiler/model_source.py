@@ -40,7 +40,7 @@ def build_model(
         kwargs = dict(model_spec.get("kwargs") or {})
     torch.manual_seed(seed)
     try:
-        model = cls(**kwargs)
+        model: nn.Module = cls(**kwargs)
     except Exception as exc:
         raise user_code_error(f"building {cls.__name__}(**{kwargs})", exc) from exc
     return model.train()

@@ -4,13 +4,16 @@ smallest region that fits (or the weight_streaming alternative)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compiler.arch import ArchInfo
 from compiler.errors import CompileOOM
 
+if TYPE_CHECKING:  # the planner imports this module to build its errors
+    from compiler.planner import PlannedKernel
 
-def _kernel_label(graph: dict[str, Any], planned: Any) -> str:
+
+def _kernel_label(graph: dict[str, Any], planned: PlannedKernel) -> str:
     nodes = {n["name"]: n for n in graph["nodes"]} if graph else {}
     sources = [nodes[n].get("source") for n in planned.kernel.nodes if n in nodes]
     source = next((s for s in sources if s), None)
@@ -18,8 +21,8 @@ def _kernel_label(graph: dict[str, Any], planned: Any) -> str:
 
 
 def oom_error(
-    graph,
-    planned: list,
+    graph: dict[str, Any],
+    planned: list[PlannedKernel],
     options: dict[str, Any],
     arch: ArchInfo,
     region: tuple[int, int],
@@ -81,7 +84,11 @@ def oom_error(
 
 
 def streaming_oom(
-    planned: list, worst: Any, options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+    planned: list[PlannedKernel],
+    worst: PlannedKernel,
+    options: dict[str, Any],
+    arch: ArchInfo,
+    region: tuple[int, int],
 ) -> CompileOOM:
     """Weight streaming does not fit: activations or one kernel's weights are too big."""
     rows, cols = region
@@ -105,7 +112,9 @@ def streaming_oom(
     )
 
 
-def _try(graph, options, arch, region) -> bool:
+def _try(
+    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+) -> bool:
     from compiler.planner import plan_compile
 
     try:
@@ -115,12 +124,14 @@ def _try(graph, options, arch, region) -> bool:
     return True
 
 
-def _streaming_fits(graph, options, arch, region) -> bool:
+def _streaming_fits(
+    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+) -> bool:
     return _try(graph, dict(options, streaming=True), arch, region)
 
 
 def smallest_region(
-    graph, options, arch: ArchInfo, region: tuple[int, int]
+    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
 ) -> tuple[int, int] | None:
     """The smallest region with the requested aspect ratio (capped by the wafer) that fits."""
     rows, cols = region

@@ -87,7 +87,9 @@ def scan_unsupported_eagerly(
     found: list[dict[str, Any]] = []
 
     class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             name = str(func)
             if name not in SUPPORTED_OPS and not _is_benign(name):
                 shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
@@ -95,7 +97,8 @@ def scan_unsupported_eagerly(
             return func(*args, **(kwargs or {}))
 
     try:
-        with Recorder():
+        # TorchDispatchMode's __init__ is untyped in torch, so Recorder() is an untyped call
+        with Recorder():  # type: ignore[no-untyped-call]
             step_fn(*[t.clone() for t in flat])
     except Exception:
         pass  # the recorder has what it saw up to the failure

@@ -114,9 +114,9 @@ def _min_area(memory: KernelMemory, options: dict[str, Any], arch: ArchInfo) -> 
 
 
 def _plan_pipelined(
-    graph,
+    graph: dict[str, Any],
     planned: list[PlannedKernel],
-    options,
+    options: dict[str, Any],
     arch: ArchInfo,
     region: tuple[int, int],
     do_placement: bool,
@@ -193,7 +193,11 @@ def _fits(per_pe: dict[str, int], options: dict[str, Any], arch: ArchInfo) -> bo
 
 
 def _plan_streaming(
-    planned: list[PlannedKernel], options, arch: ArchInfo, region: tuple[int, int], explain: bool
+    planned: list[PlannedKernel],
+    options: dict[str, Any],
+    arch: ArchInfo,
+    region: tuple[int, int],
+    explain: bool,
 ) -> CompilePlan:
     """Weights stream in kernel by kernel; every kernel runs on the whole region in turn."""
     rows, cols = region
@@ -226,7 +230,13 @@ def _plan_streaming(
     )
 
 
-def _kernel_cycles(flops: int, area: int, rect, arch: ArchInfo, options) -> int:
+def _kernel_cycles(
+    flops: int,
+    area: int,
+    rect: tuple[int, int, int, int] | None,
+    arch: ArchInfo,
+    options: dict[str, Any],
+) -> int:
     rate = arch.fp16_flops_per_cycle if options.get("fp16") else arch.fp32_flops_per_cycle
     compute = flops / (area * rate * EFFICIENCY)
     hops = (rect[2] + rect[3]) if rect else 2 * math.isqrt(area)

@@ -107,12 +107,19 @@ def functional_update(
     return _adam(cfg, param, grad, state, step, lr)
 
 
-def _as(value, like: torch.Tensor):
+def _as(value: float | torch.Tensor, like: torch.Tensor) -> float | torch.Tensor:
     """A scheduled (tensor) learning-rate term in the parameter's dtype; a float stays a float."""
     return value.to(like.dtype) if isinstance(value, torch.Tensor) else value
 
 
-def _sgd(cfg: OptimizerConfig, param, grad, state, step, lr):
+def _sgd(
+    cfg: OptimizerConfig,
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    state: list[torch.Tensor],
+    step: torch.Tensor,
+    lr: float | torch.Tensor,
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     d_p = grad if cfg.weight_decay == 0 else grad + cfg.weight_decay * param
     if cfg.momentum == 0:
         return param - _as(lr, param) * d_p, []
@@ -124,7 +131,14 @@ def _sgd(cfg: OptimizerConfig, param, grad, state, step, lr):
     return param - _as(lr, param) * d_p, [buf]
 
 
-def _adam(cfg: OptimizerConfig, param, grad, state, step, lr):
+def _adam(
+    cfg: OptimizerConfig,
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    state: list[torch.Tensor],
+    step: torch.Tensor,
+    lr: float | torch.Tensor,
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     beta1, beta2 = cfg.betas
     if cfg.weight_decay != 0:
         if cfg.name == "adamw":

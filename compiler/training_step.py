@@ -15,6 +15,7 @@ accumulators, and `found_inf` (role metric) with loss scaling.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,7 @@ def micro_batches_of(spec: dict[str, Any]) -> int:
     return int((spec.get("compile_options") or {}).get("_micro_batches") or 1)
 
 
-def make_step_function(model: nn.Module, layout: StepLayout):
+def make_step_function(model: nn.Module, layout: StepLayout) -> Callable[..., list[torch.Tensor]]:
     """The training step as a function of flat tensors (see the module docstring)."""
     n_p, n_b, n_s = len(layout.param_names), len(layout.buffer_names), len(layout.state_names)
     n_amp = 3 if layout.amp else 0
@@ -127,10 +128,19 @@ def make_step_function(model: nn.Module, layout: StepLayout):
     return step_fn
 
 
-def _gradients(model, layout: StepLayout, buffer_in, params, amp_in, batch):
+def _gradients(
+    model: nn.Module,
+    layout: StepLayout,
+    buffer_in: Sequence[torch.Tensor],
+    params: list[torch.Tensor],
+    amp_in: list[torch.Tensor],
+    batch: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     """(loss, new buffers, gradients of the (scaled) loss) for this batch."""
 
-    def loss_of(trainable: list[torch.Tensor]):
+    def loss_of(
+        trainable: list[torch.Tensor],
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, list[torch.Tensor]]]:
         buffers = [b.clone() for b in buffer_in]
         state_dict = {
             **dict(zip(layout.param_names, trainable, strict=False)),
@@ -147,14 +157,23 @@ def _gradients(model, layout: StepLayout, buffer_in, params, amp_in, batch):
     return loss, buffers, grads
 
 
-def _update(layout: StepLayout, params, grads, states, step, amp_in, found):
+def _update(
+    layout: StepLayout,
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    states: list[torch.Tensor],
+    step: torch.Tensor,
+    amp_in: list[torch.Tensor],
+    found: torch.Tensor | None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """New params and optimizer state; a step with inf/nan gradients keeps the old ones."""
     n_s = len(layout.state_names)
     lr = layout.schedule.lr_at(layout.optimizer.lr, step) if layout.schedule else None
     # Optimizer-internal step counts (Adam's bias correction, SGD's first momentum) count the
     # updates applied, which a skipped step does not advance; the schedule counts every step.
     opt_step = amp_in[2] if layout.amp else step
-    new_params, new_states = [], []
+    new_params: list[torch.Tensor] = []
+    new_states: list[torch.Tensor] = []
     for i, (param, grad) in enumerate(zip(params, grads, strict=False)):
         old = states[i * n_s : (i + 1) * n_s]
         p, s = functional_update(layout.optimizer, param, grad, old, opt_step, lr)
@@ -167,7 +186,9 @@ def _update(layout: StepLayout, params, grads, states, step, amp_in, found):
     return new_params, new_states
 
 
-def initial_inputs(model: nn.Module, layout: StepLayout, batch: tuple[np.ndarray, np.ndarray]):
+def initial_inputs(
+    model: nn.Module, layout: StepLayout, batch: tuple[np.ndarray, np.ndarray]
+) -> tuple[list[torch.Tensor], list[tuple[str, str]]]:
     """(flat input tensors, IR input descriptors (role, source name)) in the step's order.
 
     `batch` is one (micro-)batch: the graph is specialised to its shapes.

@@ -44,7 +44,7 @@ def node_flops(node: dict[str, Any], shapes: dict[str, list[int] | None]) -> int
     target = node["target"]
     ins = [shapes.get(r) or [] for r in iter_refs(node["args"])]
     out = node.get("shape") or (node.get("shapes") or [[]])[0] or []
-    numel = math.prod(out) if out else 1
+    numel: int = math.prod(out) if out else 1
     kind = op_class(target)
     if target == "aten.mm.default" and len(ins) >= 2:
         return 2 * math.prod(ins[0]) * ins[1][-1]

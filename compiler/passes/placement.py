@@ -11,9 +11,14 @@ in the same proportion, recursively. Every PE of the region belongs to exactly o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 Rect = tuple[int, int, int, int]  # (row, col, height, width), region-relative
+# (j, first rect, second rect): kernels ids[:j] go to the first part, the rest to the second
+Cut = tuple[int, Rect, Rect]
+# strips of a given width a group of kernels needs: (group, per-kernel minimum areas, width)
+StripsNeeded = Callable[[list[int], list[int], int], int]
 
 
 class PlacementFailed(Exception):
@@ -105,7 +110,7 @@ def _place(
     _place(ids[j:], weights, mins, second, out)
 
 
-def _best_cut(ids: list[int], weights: list[int], mins: list[int], rect: Rect):
+def _best_cut(ids: list[int], weights: list[int], mins: list[int], rect: Rect) -> Cut | None:
     """(j, first rect, second rect): kernels ids[:j] go to the first part. Prefers cuts whose
     parts can hold their kernels as strips (`_strips_needed`); falls back to total area."""
     for need in (_strips_needed, _strips_by_area):
@@ -127,10 +132,12 @@ def _strips_by_area(group: list[int], mins: list[int], side: int) -> int:
     return max(1, math.ceil(sum(mins[i] for i in group) / side), math.ceil(len(group) / side))
 
 
-def _cut_with(ids: list[int], weights: list[int], mins: list[int], rect: Rect, need):
+def _cut_with(
+    ids: list[int], weights: list[int], mins: list[int], rect: Rect, need: StripsNeeded
+) -> Cut | None:
     r, c, h, w = rect
     total = sum(weights[i] for i in ids)
-    best = None
+    best: tuple[tuple[float, float], int, Rect, Rect] | None = None
     for along_rows in ((h >= w), (h < w)):
         length, side = (h, w) if along_rows else (w, h)
         if length < 2:

@@ -100,7 +100,13 @@ def recompute_activations(graph: dict[str, Any]) -> tuple[dict[str, Any], Recomp
     return new_graph, RecomputeReport(len(freed), sum(freed.values()), copied)
 
 
-def _held_values(graph, nodes, kernel_of, forward, readers) -> set[str]:
+def _held_values(
+    graph: dict[str, Any],
+    nodes: dict[str, dict[str, Any]],
+    kernel_of: dict[str, int],
+    forward: set[str],
+    readers: dict[str, list[str]],
+) -> set[str]:
     """Forward values the wafer keeps anyway: read by another kernel's forward nodes (in flight),
     graph outputs (new buffers) and random draws."""
     held = {o["ref"] for o in graph["outputs"]}
@@ -115,7 +121,13 @@ def _held_values(graph, nodes, kernel_of, forward, readers) -> set[str]:
     return held
 
 
-def _producers(name: str, nodes, kernel_of, held: set[str], forward: set[str]) -> list[str]:
+def _producers(
+    name: str,
+    nodes: dict[str, dict[str, Any]],
+    kernel_of: dict[str, int],
+    held: set[str],
+    forward: set[str],
+) -> list[str]:
     """The forward nodes of `name`'s kernel needed to recompute it from held values and graph
     inputs, in graph order."""
     kernel = kernel_of[name]
@@ -133,7 +145,13 @@ def _producers(name: str, nodes, kernel_of, held: set[str], forward: set[str]) -
     return sorted(seen, key=order.__getitem__)
 
 
-def _rewrite(graph, nodes, kernel_of, forward, wanted) -> tuple[dict[str, Any], int]:
+def _rewrite(
+    graph: dict[str, Any],
+    nodes: dict[str, dict[str, Any]],
+    kernel_of: dict[str, int],
+    forward: set[str],
+    wanted: dict[int, dict[str, None]],
+) -> tuple[dict[str, Any], int]:
     """The graph with one copy of each wanted forward node per backward kernel, placed just before
     that kernel's first reader, and the kernel's backward readers reading the copies."""
     out = copy.deepcopy(graph)
