@@ -7,6 +7,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -54,7 +56,10 @@ def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
     ]
 
 
-def _metrics_option(envvar: str):  # type: ignore[no-untyped-def]
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def _metrics_option(envvar: str) -> Callable[[_Command], _Command]:
     return click.option(
         "--metrics-port",
         default=0,

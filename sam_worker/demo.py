@@ -129,13 +129,20 @@ class Tour:
             },
         )
         r.raise_for_status()
-        return r.json()["id"]
+        job_id: str = r.json()["id"]
+        return job_id
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/api/v1/jobs/{job_id}", headers=self.admin).json()
+        job: dict[str, Any] = httpx.get(
+            f"{self.url}/api/v1/jobs/{job_id}", headers=self.admin
+        ).json()
+        return job
 
     def metrics(self, job_id: str) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/api/v1/jobs/{job_id}/metrics", headers=self.admin).json()
+        metrics: dict[str, Any] = httpx.get(
+            f"{self.url}/api/v1/jobs/{job_id}/metrics", headers=self.admin
+        ).json()
+        return metrics
 
 
 def _show(cluster: Cluster, token: str, *args: str) -> None:

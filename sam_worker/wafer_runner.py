@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import OperationalError
 
@@ -28,11 +29,19 @@ from sam_worker.lease import LeaseKeeper
 from sam_worker.prefetch import InputTimeline, PrefetchLoader
 from sam_worker.wafer_host import host
 
+if TYPE_CHECKING:  # imported where used: the simulator is heavy
+    from wse_sim.runtime import LoadedJob, TrainOutcome
+
+# (terminal state, (error kind, message) when failed, performance report when there is one)
+Outcome = tuple[str, tuple[str, str] | None, dict[str, Any] | None]
+
 log = logging.getLogger("sam.worker.wafer")
 
 
 class StepReporter:
     """Buffers per-step records and log lines; writes them at most every `every_s` seconds."""
+
+    loader_load_s: Callable[[], float]  # the last batch's load time, from the job's loader
 
     def __init__(
         self,
@@ -226,7 +235,7 @@ def run_on_wafer(job_id: str, attempt: int) -> str:
 
 def _train(
     claim: lifecycle.Claim, settings: Settings, wafer: Any, owner: str, lease: LeaseKeeper
-) -> tuple[str, tuple[str, str] | None, dict[str, Any] | None]:
+) -> Outcome:
     import compiler
 
     url = settings.resolved_database_url
@@ -265,7 +274,9 @@ def _train(
         wafer.release(claim.job_id, job)
 
 
-def _set_aside(url: str, artifact_dir: Path, claim: lifecycle.Claim, exc: Exception) -> tuple:  # type: ignore[type-arg]
+def _set_aside(
+    url: str, artifact_dir: Path, claim: lifecycle.Claim, exc: Exception
+) -> tuple[str, str]:
     """A corrupt artifact is never run: move it aside, stop reuse of it, fail with its kind."""
     from compiler.integrity import quarantine
 
@@ -320,7 +331,15 @@ def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
     return int(run_opts.get("checkpoint_every", 0)) or None
 
 
-def _run_steps(claim, settings, job, reporter, lease, ckpt_dir, run_opts):  # type: ignore[no-untyped-def]
+def _run_steps(
+    claim: lifecycle.Claim,
+    settings: Settings,
+    job: LoadedJob,
+    reporter: StepReporter,
+    lease: LeaseKeeper,
+    ckpt_dir: Path,
+    run_opts: dict[str, Any],
+) -> Outcome:
     import compiler
     from wse_sim import runtime
 
@@ -395,7 +414,13 @@ def _resume(
     return step, int(state.get("_steps_done", step)) - step
 
 
-def _restore(claim, settings, job, reporter, ckpt_dir) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def _restore(
+    claim: lifecycle.Claim,
+    settings: Settings,
+    job: LoadedJob,
+    reporter: StepReporter,
+    ckpt_dir: Path,
+) -> tuple[int, int]:
     """Load the job's own newest checkpoint (as _resume checks it), else the one
     run_options.init_from names (checked against the hash written beside it).
 
@@ -423,7 +448,9 @@ def _restore(claim, settings, job, reporter, ckpt_dir) -> tuple[int, int]:  # ty
     return 0, done
 
 
-def _prefetched(batches, spec, reporter):  # type: ignore[no-untyped-def]
+def _prefetched(
+    batches: Iterator[Any], spec: dict[str, Any], reporter: StepReporter
+) -> PrefetchLoader:
     """`batches` behind the job's host loader (data_loading); the reporter reads its timings."""
     loading = spec.get("data_loading") or {}
     loader = PrefetchLoader(
@@ -435,7 +462,16 @@ def _prefetched(batches, spec, reporter):  # type: ignore[no-untyped-def]
     return loader
 
 
-def _outcome(result, job, reporter, lease, timed_out, ckpt_dir, settings, claim):  # type: ignore[no-untyped-def]
+def _outcome(
+    result: TrainOutcome,
+    job: LoadedJob,
+    reporter: StepReporter,
+    lease: LeaseKeeper,
+    timed_out: threading.Event,
+    ckpt_dir: Path,
+    settings: Settings,
+    claim: lifecycle.Claim,
+) -> Outcome:
     from wse_sim import runtime
 
     report = None
