@@ -86,7 +86,7 @@ class Mount:
 class Running:
     """A started sandbox: its outer bwrap process, the uid it runs as and a pidfd of its init."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     uid: int | None
     started_fd: int = -1
     _lock: IO[bytes] | None = field(default=None, repr=False)

@@ -41,7 +41,7 @@ def _load_graph(path: Path) -> dict[str, Any]:
     from compiler.ir import validate_graph
 
     try:
-        graph = json.loads(read_bounded(path, MAX_GRAPH_BYTES))
+        graph: dict[str, Any] = json.loads(read_bounded(path, MAX_GRAPH_BYTES))
         validate_graph(graph)
     except FileNotFoundError:
         raise ModelError("the trace finished without writing its graph") from None
