@@ -19,7 +19,8 @@ def decay_usage(usage_pe_s: float, elapsed_s: float, half_life_s: float) -> floa
     """Usage after `elapsed_s` seconds of decay (no decay when half_life_s <= 0)."""
     if half_life_s <= 0 or elapsed_s <= 0:
         return usage_pe_s
-    return usage_pe_s * 0.5 ** (elapsed_s / half_life_s)
+    decayed: float = usage_pe_s * 0.5 ** (elapsed_s / half_life_s)
+    return decayed
 
 
 def update_usage(usage_pe_s: float, pes: float, seconds: float, half_life_s: float) -> float:
@@ -42,7 +43,8 @@ def _factor(usage_fraction: float, share_fraction: float) -> float:
     """Classic fair share 2^(-U/S), in [0, 1]."""
     if share_fraction <= 0:
         return 0.0
-    return 2.0 ** (-usage_fraction / share_fraction)
+    factor: float = 2.0 ** (-usage_fraction / share_fraction)
+    return factor
 
 
 def tenant_factors(tenants: Mapping[str, TenantState]) -> dict[str, float]:

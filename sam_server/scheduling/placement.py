@@ -57,7 +57,8 @@ def largest_after(mers: np.ndarray, pos: np.ndarray, rows: int, cols: int) -> np
     right = np.maximum(c1 - pc1, 0) * h
     piece = np.maximum(np.maximum(top, bottom), np.maximum(left, right))
     area = np.where(hit, piece, h * w)
-    return area.max(axis=1)
+    largest: np.ndarray = area.max(axis=1)
+    return largest
 
 
 def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...], int, int] | None:

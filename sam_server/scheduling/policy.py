@@ -139,7 +139,9 @@ def _end_of(job: Job | None) -> float:
     return job.started_at + job.time_limit_s
 
 
-def _order_key(job: Job, prio: PriorityBreakdown | None, config: PolicyConfig) -> tuple:
+def _order_key(
+    job: Job, prio: PriorityBreakdown | None, config: PolicyConfig
+) -> tuple[float | JobId, ...]:
     """Queue order: higher priority first, then earlier eligible, submitted, id (or FIFO)."""
     if config.ordering == "fifo" or prio is None:
         return (job.submitted_at, job.id)
@@ -179,7 +181,7 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     """
     views, index = cycle.view_for(cycle.now + job.time_limit_s)
     views = _for_arch(cycle, job, views)
-    best: tuple[tuple, Placement, tuple[int, int]] | None = None
+    best: tuple[tuple[tuple[int, ...], int], Placement, tuple[int, int]] | None = None
     tried = 0
     for rows, cols in job.candidate_shapes(cycle.config.flexible):
         if tried >= MAX_START_SHAPES:

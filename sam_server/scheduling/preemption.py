@@ -123,7 +123,7 @@ def choose_victims(
     config: PolicyConfig,
 ) -> PreemptionChoice | None:
     """The cheapest preemption (fewest victims, then fewest PEs) that lets `job` start, or None."""
-    best: tuple[tuple, PreemptionChoice] | None = None
+    best: tuple[tuple[int, int, int], PreemptionChoice] | None = None
     for w, wafer in enumerate(wafers):
         if wafer is None:
             continue

@@ -79,7 +79,7 @@ def earliest_start(
     `wafers` lists (rows, cols, held rectangles) per wafer, None for a wafer that is not usable.
     Ties on time go to the better placement score, then to the lower wafer index.
     """
-    best: tuple[tuple, EarliestStart] | None = None
+    best: tuple[tuple[float, ...], EarliestStart] | None = None
     for i, wafer in enumerate(wafers):
         if wafer is None:
             continue
@@ -90,7 +90,7 @@ def earliest_start(
         space = FreeSpace(wafer[0], wafer[1], found[1], 0)
         if placement == "first_fit":
             spot = first_fit_on(space, rows, cols)
-            score: tuple = (start, i)
+            score: tuple[float, ...] = (start, i)
         else:
             fit = best_fit_on(space, rows, cols)
             spot = None if fit is None else (fit[1], fit[2])
