@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -107,7 +109,11 @@ def run_cycle(
     return stats
 
 
-def dispatch_outbox(settings: Settings, send) -> int:  # type: ignore[no-untyped-def]
+# send(task, queue, payload): hands one outbox message to the broker
+Sender = Callable[[str, str, dict[str, Any]], None]
+
+
+def dispatch_outbox(settings: Settings, send: Sender) -> int:
     """Send every unsent outbox message with `send(task, queue, payload)`; returns how many."""
     sent = 0
     with session_scope(settings.resolved_database_url) as session:
@@ -132,13 +138,13 @@ def dispatch_outbox(settings: Settings, send) -> int:  # type: ignore[no-untyped
     return sent
 
 
-def celery_sender():  # type: ignore[no-untyped-def]
+def celery_sender() -> Sender:
     """`send(task, queue, payload)` over the Celery app."""
     from sam_worker.celery_app import get_celery
 
     app = get_celery()
 
-    def send(task: str, queue: str, payload: dict) -> None:  # type: ignore[type-arg]
+    def send(task: str, queue: str, payload: dict[str, Any]) -> None:
         app.send_task(
             task,
             kwargs=payload,

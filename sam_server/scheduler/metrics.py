@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
 from sam_server.db.models import Job, Tenant
-from sam_server.services.observe import WAITING
+from sam_server.states import WAITING
 
 log = logging.getLogger("sam.scheduler")
 

@@ -14,6 +14,7 @@ from sam_server.scheduling import Allocation, PolicyConfig, Quota, Snapshot, Ten
 from sam_server.scheduling import Job as PolicyJob
 from sam_server.scheduling import Wafer as PolicyWafer
 from sam_server.scheduling.fairshare import decay_usage
+from sam_server.scheduling.model import JobState
 from sam_server.scheduling.shapes import flexible_shapes
 from sam_server.services.jobs import job_arch
 from sam_server.services.observe import wafer_online
@@ -111,8 +112,8 @@ def load_active_jobs(session: Session) -> list[Any]:
 
 
 def _derive(
-    spec: dict, mode: str, rows: int, cols: int
-) -> tuple[bool, str | None, tuple[tuple[int, int], ...]]:  # type: ignore[type-arg]
+    spec: dict[str, Any], mode: str, rows: int, cols: int
+) -> tuple[bool, str | None, tuple[tuple[int, int], ...]]:
     preemptible = mode == "train" and bool(
         (spec.get("run_options") or {}).get("checkpoint_enabled", True)
     )
@@ -121,7 +122,8 @@ def _derive(
 
 
 def to_policy_job(job: Any) -> PolicyJob:
-    state = "running" if job.state in HOLDS_REGION else job.state
+    # the policy sees a region holder (running or cancelling) as running
+    state: JobState = "running" if job.state in HOLDS_REGION else job.state
     rows = job.region_rows if job.state in HOLDS_REGION and job.region_rows else job.req_rows
     cols = job.region_cols if job.state in HOLDS_REGION and job.region_cols else job.req_cols
     submitted = _ts(job.created_at) or 0.0
@@ -129,8 +131,8 @@ def to_policy_job(job: Any) -> PolicyJob:
         id=job.id,
         tenant=job.tenant_name,
         user=job.user_name,
-        priority_class=job.priority,  # type: ignore[arg-type]
-        state=state,  # type: ignore[arg-type]
+        priority_class=job.priority,
+        state=state,
         submitted_at=submitted,
         eligible_at=_ts(job.eligible_at) or submitted,
         rows=rows,
@@ -145,7 +147,7 @@ def to_policy_job(job: Any) -> PolicyJob:
     )
 
 
-def accepted_shapes(spec: dict, rows: int, cols: int) -> tuple[tuple[int, int], ...]:  # type: ignore[type-arg]
+def accepted_shapes(spec: dict[str, Any], rows: int, cols: int) -> tuple[tuple[int, int], ...]:
     """A flexible region's other shapes (its rotation, then shapes of its PEs), else ()."""
     region = (spec.get("resources") or {}).get("region") or {}
     if not region.get("flexible"):
