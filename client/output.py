@@ -30,9 +30,10 @@ def dump_data(data: Any, fmt: str) -> str:
     """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`)."""
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=False, default=str)
-    return yaml.safe_dump(
+    text: str = yaml.safe_dump(
         data, sort_keys=False, default_flow_style=False, allow_unicode=True
     ).rstrip("\n")
+    return text
 
 
 def render_table(

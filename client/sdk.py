@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
 from client import quickhttp
@@ -26,6 +26,9 @@ from client.sse import ServerSentEvent, parse_sse
 
 if TYPE_CHECKING:
     import httpx
+
+# A reply of either transport (httpx, or the plain-socket path); httpx is imported only when used.
+_Reply = TypeVar("_Reply", "httpx.Response", quickhttp.QuickResponse)
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE_STATES = ("queued", "compiling", "pending", "running", "cancelling")
@@ -139,8 +142,10 @@ class SamClient:
         )
 
     def _twice(
-        self, send: Callable[[], Any], failure: Callable[[Exception], tuple[bool, str] | None]
-    ) -> Any:
+        self,
+        send: Callable[[], _Reply],
+        failure: Callable[[Exception], tuple[bool, str] | None],
+    ) -> _Reply:
         """`send()` once more after a transport error that `failure` calls retryable (it returns
         (retryable, reason), or None for an error that is not the transport's); an error
         response raises its problem."""
@@ -172,6 +177,11 @@ class SamClient:
                 f"{response.request.url} did not answer with JSON; is {self.url} a SAM server?",
             ) from None
 
+    def _json_object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """`_json` of an endpoint that answers with one JSON object."""
+        body: dict[str, Any] = self._json(method, path, **kwargs)
+        return body
+
     # -- jobs ------------------------------------------------------------------------------
 
     def submit_job(
@@ -184,14 +194,14 @@ class SamClient:
         """Create a job; a retry with the same `idempotency_key` returns the same job."""
         key = idempotency_key or uuid.uuid4().hex
         body = {"spec": spec, "files": files or {}}
-        return self._json("POST", "/jobs", json=body, headers={"Idempotency-Key": key})
+        return self._json_object("POST", "/jobs", json=body, headers={"Idempotency-Key": key})
 
     def validate_job(
         self, spec: dict[str, Any], files: dict[str, str] | None = None
     ) -> dict[str, Any]:
         """Validate without creating: `{valid, spec (normalized), region: {rows, cols}}`."""
         body = {"spec": spec, "files": files or {}}
-        return self._json("POST", "/jobs", params={"dry_run": "true"}, json=body)
+        return self._json_object("POST", "/jobs", params={"dry_run": "true"}, json=body)
 
     def list_jobs_page(
         self,
@@ -212,7 +222,7 @@ class SamClient:
         ):
             if value is not None:
                 params.append((name, str(value)))
-        return self._json("GET", "/jobs", params=params)
+        return self._json_object("GET", "/jobs", params=params)
 
     def list_jobs(
         self,
@@ -236,30 +246,30 @@ class SamClient:
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         """The job object."""
-        return self._json("GET", f"/jobs/{job_id}")
+        return self._json_object("GET", f"/jobs/{job_id}")
 
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         """Ask for cancellation; the job comes back `cancelling` or `cancelled`."""
         # Not resent after a lost reply: a second cancel of a job that has just ended is a 409.
-        return self._json("POST", f"/jobs/{job_id}/cancel", resend_after_reply=False)
+        return self._json_object("POST", f"/jobs/{job_id}/cancel", resend_after_reply=False)
 
     def hold_job(self, job_id: str) -> dict[str, Any]:
         """Hold a waiting job, or an array's waiting tasks: `{id, changed, unchanged}`."""
-        return self._json("POST", f"/jobs/{job_id}/hold")
+        return self._json_object("POST", f"/jobs/{job_id}/hold")
 
     def release_job(self, job_id: str) -> dict[str, Any]:
         """Lift a hold (a job's, or every task's of an array): `{id, changed, unchanged}`."""
-        return self._json("POST", f"/jobs/{job_id}/release")
+        return self._json_object("POST", f"/jobs/{job_id}/release")
 
     def requeue_job(self, job_id: str, *, hold: bool = False) -> dict[str, Any]:
         """Send a running job back to the queue (from its checkpoint); `hold` also holds it."""
         params = {"hold": "true"} if hold else {}
-        return self._json("POST", f"/jobs/{job_id}/requeue", params=params)
+        return self._json_object("POST", f"/jobs/{job_id}/requeue", params=params)
 
     def update_job(self, job_id: str, **changes: Any) -> dict[str, Any]:
         """Change `priority`, `time_limit` or `name` (None: unchanged): `{id, changed, unchanged}`."""
         body = {k: v for k, v in changes.items() if v is not None}
-        return self._json("PATCH", f"/jobs/{job_id}", json=body)
+        return self._json_object("PATCH", f"/jobs/{job_id}", json=body)
 
     def logs(self, job_id: str, *, tail: int | None = None, since: str | None = None) -> str:
         """The job's log so far, as text: the last `tail` lines, lines at or after `since`."""
@@ -335,19 +345,19 @@ class SamClient:
         `last` asks the server for only the newest N steps, `every` for every Nth step (and the
         newest) of those."""
         params = {k: v for k, v in (("last", last), ("every", every)) if v is not None}
-        return self._json("GET", f"/jobs/{job_id}/metrics", params=params)
+        return self._json_object("GET", f"/jobs/{job_id}/metrics", params=params)
 
     def explain(self, job_id: str) -> dict[str, Any]:
         """Why the job is not running: `{state, reasons: [{code, message}], position, eta}`."""
-        return self._json("GET", f"/jobs/{job_id}/explain")
+        return self._json_object("GET", f"/jobs/{job_id}/explain")
 
     def report(self, job_id: str) -> dict[str, Any]:
         """The job's performance report."""
-        return self._json("GET", f"/jobs/{job_id}/report")
+        return self._json_object("GET", f"/jobs/{job_id}/report")
 
     def artifacts(self, job_id: str) -> dict[str, Any]:
         """What the job has to download: `{weights, checkpoints: [{step, bytes, url}], report}`."""
-        return self._json("GET", f"/jobs/{job_id}/artifacts")
+        return self._json_object("GET", f"/jobs/{job_id}/artifacts")
 
     def download(self, url: str, dest: Path) -> int:
         """Stream the file at `url` (an API path such as `/api/v1/jobs/ID/weights`) into `dest`,
@@ -442,18 +452,18 @@ class SamClient:
 
     def cluster(self) -> dict[str, Any]:
         """`{wafers: [...], compile_servers: [...]}`."""
-        return self._json("GET", "/cluster")
+        return self._json_object("GET", "/cluster")
 
     def whoami(self) -> dict[str, Any]:
         """The calling principal: `{name, tenant, role}`."""
-        return self._json("GET", "/whoami")
+        return self._json_object("GET", "/whoami")
 
     # -- tenants and users (admin) ---------------------------------------------------------
 
     def create_tenant(self, name: str, quota: dict[str, Any] | None = None) -> dict[str, Any]:
         """Create a tenant with a quota (omitted fields: no limit)."""
         body = {"name": name, "quota": quota or {}}
-        return self._json("POST", "/tenants", json=body, resend_after_reply=False)
+        return self._json_object("POST", "/tenants", json=body, resend_after_reply=False)
 
     def list_tenants(self) -> list[dict[str, Any]]:
         """Every tenant the principal may see, each with `quota` and `usage`."""
@@ -462,16 +472,18 @@ class SamClient:
 
     def get_tenant(self, name: str) -> dict[str, Any]:
         """One tenant with its `quota` and current `usage`."""
-        return self._json("GET", f"/tenants/{name}")
+        return self._json_object("GET", f"/tenants/{name}")
 
     def set_quota(self, name: str, quota: dict[str, Any]) -> dict[str, Any]:
         """Replace a tenant's quota; returns the tenant."""
-        return self._json("PUT", f"/tenants/{name}/quota", json=quota)
+        return self._json_object("PUT", f"/tenants/{name}/quota", json=quota)
 
     def create_user(self, tenant: str, name: str, role: str = "user") -> dict[str, Any]:
         """Create a user: `{name, tenant, role, token}`; the token is shown only this once."""
         body = {"name": name, "role": role}
-        return self._json("POST", f"/tenants/{tenant}/users", json=body, resend_after_reply=False)
+        return self._json_object(
+            "POST", f"/tenants/{tenant}/users", json=body, resend_after_reply=False
+        )
 
     # -- tokens (own; a tenant admin: its tenant's; the cluster admin: all) ------------------
 
@@ -486,12 +498,12 @@ class SamClient:
 
     def revoke_token(self, token_id: int) -> dict[str, Any]:
         """Revoke a token; returns it (with `revoked_at`)."""
-        return self._json("POST", f"/tokens/{token_id}/revoke")
+        return self._json_object("POST", f"/tokens/{token_id}/revoke")
 
     def rotate_token(self, token_id: int) -> dict[str, Any]:
         """Revoke a token and issue a new one: the new token's object with its `token`, shown
         only this once."""
-        return self._json("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
+        return self._json_object("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
 
 
 def _json_dumps(data: Any) -> bytes:

@@ -206,7 +206,8 @@ def _queue_priority(items: list[dict[str, Any]], job_id: str) -> dict[str, Any] 
         if str(item.get("id")) == str(job_id):
             for key in ("priority_detail", "priority"):
                 if isinstance(item.get(key), dict):
-                    return item[key]
+                    detail: dict[str, Any] = item[key]
+                    return detail
     return None
 
 
