@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy import func, select
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server import __version__, dashboard
 from sam_server.api import (
@@ -40,10 +40,10 @@ log = logging.getLogger("sam.server")
 class _JobGauges:
     """Jobs by state and tenant, read from the database at scrape time."""
 
-    def __init__(self, sessions: sessionmaker) -> None:  # type: ignore[type-arg]
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         gauge = GaugeMetricFamily("sam_jobs", "Jobs by state", labels=["state"])
         with self.sessions() as session:
             for state, n in session.execute(select(Job.state, func.count()).group_by(Job.state)):

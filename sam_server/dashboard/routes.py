@@ -7,6 +7,7 @@ the page to this origin, so nothing it loads or calls can reach another host."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse, Response
@@ -43,7 +44,7 @@ def index() -> Response:
 class _Static(StaticFiles):
     """Static files with the dashboard's headers (the CSP also covers the script's fetches)."""
 
-    def file_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
         response = super().file_response(*args, **kwargs)
         response.headers.update(HEADERS)
         return response

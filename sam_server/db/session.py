@@ -6,12 +6,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+
+def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     # WAL lets readers run beside the one writer; busy_timeout makes writers wait instead of failing
     # when the scheduler, the server and the workers share one file.
     cur = dbapi_conn.cursor()
@@ -71,7 +77,7 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
         session.close()
 
 
-def alembic_config(url: str):  # type: ignore[no-untyped-def]
+def alembic_config(url: str) -> Config:
     """The Alembic configuration for SAM's migrations, pointed at `url`."""
     from alembic.config import Config
 

@@ -25,7 +25,7 @@ from sam_server.states import WAITING
 class ClusterCollector:
     """`sam_cluster_*` and `sam_queue_*` metrics from one short read of the database."""
 
-    def __init__(self, sessions: sessionmaker, *, stale_s: float = 15.0) -> None:  # type: ignore[type-arg]
+    def __init__(self, sessions: sessionmaker[Session], *, stale_s: float = 15.0) -> None:
         self.sessions = sessions
         self.stale_s = stale_s
 
