@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from sam_server.config import get_settings
 from sam_server.db.session import session_scope
@@ -40,7 +41,7 @@ class _WaferGauges:
     def __init__(self, wafer_host: WaferHost) -> None:
         self.host = wafer_host
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         from sam_server.scheduling.geometry import FreeSpace
 
         h = self.host
