@@ -118,6 +118,7 @@ def _write_files(
         (root / "program" / f"{kernel['id']}.json").write_text(canonical_json(program))
     (root / "graph.json").write_text(canonical_json(graph))
     # np.asarray(order="C"), not ascontiguousarray, which turns a 0-d scalar state into shape (1,)
+    # numpy's stubs let **arrays collide with savez's allow_pickle: bool keyword, hence the ignore
     np.savez(root / "init.npz", **{k: np.asarray(v, order="C") for k, v in tensors.items()})  # type: ignore[arg-type]
     # The manifest is written last: its presence marks a complete artifact. It lists every
     # other file's hash, so a file changed later is caught on load (compiler.integrity).

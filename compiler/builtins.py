@@ -91,6 +91,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.n_heads))
+        # a registered buffer: nn.Module's __getattr__ types it as Tensor | Module
         mask: torch.Tensor = self.causal_mask  # type: ignore[assignment]
         scores = scores.masked_fill(~mask[:t, :t], float("-inf"))
         attn = self.drop(F.softmax(scores, dim=-1))

@@ -102,7 +102,10 @@ def iter_batches(
         return _synthetic_stream(spec, start_step)
     from compiler.sandbox import stream_batches
 
-    return stream_batches(spec, files or {}, start_step, workdir, limits, should_stop)  # type: ignore[no-any-return]
+    batches: Iterator[tuple[np.ndarray, np.ndarray]] = stream_batches(
+        spec, files or {}, start_step, workdir, limits, should_stop
+    )
+    return batches
 
 
 def _synthetic_stream(

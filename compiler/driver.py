@@ -257,7 +257,10 @@ def _trace_uncached(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     from compiler.sandbox import run_trace
 
-    return run_trace(spec, files, limits)  # type: ignore[no-any-return]
+    traced: tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]] = run_trace(
+        spec, files, limits
+    )
+    return traced
 
 
 def _check_spec(spec: dict[str, Any], files: dict[str, str], region: tuple[int, int]) -> None:

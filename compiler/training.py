@@ -56,6 +56,7 @@ class OptimizerConfig:
             dampening=float(opt.get("dampening", 0.0)),
             nesterov=bool(opt.get("nesterov", False)),
             weight_decay=float(opt.get("weight_decay", default_wd)),
+            # two numbers, as the spec schema checks; tuple() cannot say so to mypy
             betas=tuple(float(b) for b in opt.get("betas", (0.9, 0.999))),  # type: ignore[arg-type]
             eps=float(opt.get("eps", 1e-8)),
             amsgrad=bool(opt.get("amsgrad", False)),

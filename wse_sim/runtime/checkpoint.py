@@ -30,6 +30,7 @@ def save_checkpoint(checkpoint_dir: Path, step: int, state: dict[str, np.ndarray
     npz = directory / f"step-{step:08d}.npz"
     tmp = directory / f".step-{step:08d}.npz.tmp"
     with open(tmp, "wb") as handle:
+        # numpy's stubs let **arrays collide with savez's allow_pickle: bool keyword
         np.savez(handle, **state)  # type: ignore[arg-type]
         handle.flush()
         os.fsync(handle.fileno())

@@ -71,6 +71,7 @@ class LoadedJob:
         seed = int(((self.manifest.get("train") or {}).get("seed")) or 0)
         self.program: Program = compile_program(
             self.graph,
+            # rects' values are 4-tuples built by tuple(), which mypy sees as tuple[int, ...]
             lambda kid: rects.get(kid, whole) if kid else whole,  # type: ignore[arg-type,return-value]
             fp16=self.fp16,
             seed=seed,

@@ -180,6 +180,7 @@ def build_plan(
     whole-region allreduces (the global gradient norm, the inf/nan check) each step runs.
     """
     facts = _GraphFacts(graph, kernels)
+    # a manifest rect has 4 entries (the planner writes them); tuple() cannot say so to mypy
     rects: dict[str, Rect] = {k["id"]: tuple(int(v) for v in k["rect"]) for k in kernels}  # type: ignore[misc]
     flops = {k["id"]: int(k.get("flops") or 0) for k in kernels}
     whole: Rect = (0, 0, region_shape[0], region_shape[1])
