@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from client import quickhttp
@@ -25,10 +25,12 @@ from client.errors import SamAPIError, SamConnectionError
 from client.sse import ServerSentEvent, parse_sse
 
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     import httpx
 
-# A reply of either transport (httpx, or the plain-socket path); httpx is imported only when used.
-_Reply = TypeVar("_Reply", "httpx.Response", quickhttp.QuickResponse)
+    # A reply of either transport (httpx, or the plain-socket path); only the checker needs it.
+    _Reply = TypeVar("_Reply", httpx.Response, quickhttp.QuickResponse)
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE_STATES = ("queued", "compiling", "pending", "running", "cancelling")
