@@ -76,6 +76,7 @@ def _metrics_option(envvar: str):  # type: ignore[no-untyped-def]
 @_metrics_option("SAM_COMPILE_METRICS_PORT")
 def worker_compile(concurrency: int | None, metrics_port: int) -> None:
     """A compile server: consumes the `compile` queue, `concurrency` compiles at once."""
+    from sam_server.broker import COMPILE_QUEUE
     from sam_server.config import get_settings
     from sam_worker.celery_app import get_celery
     from sam_worker.compile_server import serve_metrics, set_slots, start_heartbeat
@@ -93,7 +94,7 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
 
     warm_sandbox()  # the first trace should not wait for the torch import
     name = f"compile-{os.getpid()}@{socket.gethostname()}"
-    get_celery().worker_main(_celery_argv("compile", concurrency, name))
+    get_celery().worker_main(_celery_argv(COMPILE_QUEUE, concurrency, name))
 
 
 @worker.command("wafer")
@@ -113,7 +114,7 @@ def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> N
     os.environ["SAM_WORKER_WAFER"] = wafer_id
     if concurrency is None:  # as many threads as regions the policy may place on the wafer
         concurrency = _wafer_slots(wafer_id)
-    from sam_server.scheduler.decisions import wafer_queue
+    from sam_server.broker import wafer_queue
     from sam_worker.celery_app import get_celery
     from sam_worker.wafer_host import host
 
