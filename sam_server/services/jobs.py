@@ -245,7 +245,7 @@ def _insert_job(session: Session, values: dict[str, Any], principal: Principal) 
             "job_id": values["id"],
             "at": values["created_at"],
             "from_state": None,
-            "to_state": "queued",
+            "to_state": JobState.QUEUED.value,
             "reason": f"submitted by {principal.name}",
         },
     )

@@ -11,6 +11,7 @@ from sam_server.errors import AlreadyExists, TenantNotFound
 from sam_server.schemas.tenants import Quota, TenantRead, Usage, UserCreated
 from sam_server.services.auth import Principal, issue_token
 from sam_server.services.transitions import TERMINAL
+from sam_server.states import HOLDS_REGION
 
 
 def create_tenant(session: Session, *, name: str, quota: Quota) -> Tenant:
@@ -54,7 +55,7 @@ def list_tenants(session: Session, *, principal: Principal) -> list[Tenant]:
 
 def tenant_usage(session: Session, tenant: Tenant) -> Usage:
     """Current running/queued counts and PEs held by the tenant's running jobs."""
-    running = ("running", "cancelling")
+    running = HOLDS_REGION
     rows = session.execute(
         select(
             Job.state, func.count(), func.coalesce(func.sum(Job.region_rows * Job.region_cols), 0)
