@@ -65,13 +65,15 @@ def _metrics_option(envvar: str):  # type: ignore[no-untyped-def]
     )
 
 
+def _concurrency_option(envvar: str, help: str):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--concurrency", default=None, type=click.IntRange(min=1), envvar=envvar, help=help
+    )
+
+
 @worker.command("compile")
-@click.option(
-    "--concurrency",
-    default=None,
-    type=click.IntRange(min=1),
-    envvar="SAM_COMPILE_CONCURRENCY",
-    help="compiles run at once (default: compile_slots in the cluster file)",
+@_concurrency_option(
+    "SAM_COMPILE_CONCURRENCY", "compiles run at once (default: compile_slots in the cluster file)"
 )
 @_metrics_option("SAM_COMPILE_METRICS_PORT")
 def worker_compile(concurrency: int | None, metrics_port: int) -> None:
@@ -101,12 +103,9 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
 @click.option(
     "--wafer", "wafer_id", required=True, envvar="SAM_WORKER_WAFER", help="wafer id (cluster file)"
 )
-@click.option(
-    "--concurrency",
-    default=None,
-    type=click.IntRange(min=1),
-    envvar="SAM_WAFER_CONCURRENCY",
-    help="jobs run at once on this wafer (default: the wafer's max_jobs in the cluster file)",
+@_concurrency_option(
+    "SAM_WAFER_CONCURRENCY",
+    "jobs run at once on this wafer (default: the wafer's max_jobs in the cluster file)",
 )
 @_metrics_option("SAM_WAFER_METRICS_PORT")
 def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> None:
