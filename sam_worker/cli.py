@@ -7,8 +7,12 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])  # a click command function, decorated in place
 
 
 def _logging() -> None:
@@ -54,7 +58,7 @@ def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
     ]
 
 
-def _metrics_option(envvar: str):  # type: ignore[no-untyped-def]
+def _metrics_option(envvar: str) -> Callable[[F], F]:
     return click.option(
         "--metrics-port",
         default=0,
@@ -65,7 +69,7 @@ def _metrics_option(envvar: str):  # type: ignore[no-untyped-def]
     )
 
 
-def _concurrency_option(envvar: str, help: str):  # type: ignore[no-untyped-def]
+def _concurrency_option(envvar: str, help: str) -> Callable[[F], F]:
     return click.option(
         "--concurrency", default=None, type=click.IntRange(min=1), envvar=envvar, help=help
     )
