@@ -56,7 +56,7 @@ class Part:
 
     name: str
     args: list[str]
-    proc: subprocess.Popen | None = None  # type: ignore[type-arg]
+    proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
     log_path: Path | None = None

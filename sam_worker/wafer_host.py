@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -41,7 +42,7 @@ class _WaferGauges:
     def __init__(self, wafer_host: WaferHost) -> None:
         self.host = wafer_host
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         from sam_server.scheduling.geometry import FreeSpace
 
         h = self.host
