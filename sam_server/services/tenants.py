@@ -14,16 +14,21 @@ from sam_server.services.transitions import TERMINAL
 from sam_server.states import HOLDS_REGION
 
 
-def create_tenant(session: Session, *, name: str, quota: Quota) -> Tenant:
-    """A new tenant with `quota`; a duplicate name is a 409."""
-    tenant = Tenant(name=name)
-    apply_quota(tenant, quota)
-    session.add(tenant)
+def _add_new(session: Session, row: Tenant | User, taken: str) -> None:
+    """Insert `row`; a name already taken (the unique constraint) is AlreadyExists(`taken`)."""
+    session.add(row)
     try:
         session.flush()
     except IntegrityError as exc:
         session.rollback()
-        raise AlreadyExists(f"tenant {name!r} already exists") from exc
+        raise AlreadyExists(taken) from exc
+
+
+def create_tenant(session: Session, *, name: str, quota: Quota) -> Tenant:
+    """A new tenant with `quota`; a duplicate name is a 409."""
+    tenant = Tenant(name=name)
+    apply_quota(tenant, quota)
+    _add_new(session, tenant, f"tenant {name!r} already exists")
     return tenant
 
 
@@ -85,11 +90,6 @@ def read_tenant(session: Session, tenant: Tenant) -> TenantRead:
 def create_user(session: Session, *, tenant: Tenant, name: str, role: str) -> UserCreated:
     """A new user of `tenant` with a fresh token, returned in clear only here."""
     user = User(name=name, tenant_id=tenant.id, role=role)
-    session.add(user)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        session.rollback()
-        raise AlreadyExists(f"user {name!r} already exists in tenant {tenant.name!r}") from exc
+    _add_new(session, user, f"user {name!r} already exists in tenant {tenant.name!r}")
     token = issue_token(session, user=user)
     return UserCreated(name=name, tenant=tenant.name, role=role, token=token)
