@@ -17,9 +17,6 @@ KNOWN: dict[frozenset[str], str] = {
     frozenset({"compiler.sandbox.runner", "compiler.sandbox.warm"}): (
         "the sandbox's pieces are being regrouped behind one public surface (issue 15)"
     ),
-    frozenset({"sam_server.services.jobs", "sam_server.services.array_submit"}): (
-        "array_submit builds on jobs' helpers while jobs dispatches arrays to it (issue 15)"
-    ),
 }
 
 
