@@ -289,8 +289,7 @@ def min_region_for(
     limits: SandboxLimits | None = None,
 ) -> tuple[int, int]:
     """The smallest near-square region whose memory fits the model (traces the model once)."""
-    from compiler.oom import smallest_region
-    from compiler.planner import compile_options
+    from compiler.planner import compile_options, smallest_region
 
     arch_info = get_arch_info(_arch_name(spec, arch))
     graph, _, _ = trace_job(spec, files, limits)

@@ -1,5 +1,6 @@
 """Building `compile_oom` errors: the kernel, its bytes per PE by category, the limit, and the
-smallest region that fits (or the weight_streaming alternative)."""
+smallest region that fits (or the weight_streaming alternative). The planner searches for those
+alternatives (it re-plans) and hands the answers in; this module does not import the planner."""
 
 from __future__ import annotations
 
@@ -26,10 +27,15 @@ def oom_error(
     options: dict[str, Any],
     arch: ArchInfo,
     region: tuple[int, int],
+    smallest: tuple[int, int] | None,
+    streaming_fits: bool,
     culprit: int | None = None,
     area: int | None = None,
 ) -> CompileOOM:
-    """The pipelined plan does not fit: name the worst kernel and the smallest region that fits."""
+    """The pipelined plan does not fit: name the worst kernel and the smallest region that fits.
+
+    `smallest` and `streaming_fits` are the planner's answers (`planner.smallest_region`, and
+    whether the region fits with weight streaming): the search re-plans, so it stays there."""
     rows, cols = region
     totals = [p.memory.total() for p in planned]
     if culprit is None:
@@ -38,10 +44,6 @@ def oom_error(
     worst = planned[culprit]
     per_pe = worst.memory.per_pe(area or 1, arch.sram_reserved_bytes)
     needed = sum(per_pe.values())
-    smallest = smallest_region(graph, options, arch, region)
-    streaming_fits = (not options.get("streaming")) and _streaming_fits(
-        graph, options, arch, region
-    )
     parts = " + ".join(f"{k} {v}" for k, v in per_pe.items())
     fix = (
         f"Smallest region that fits: {smallest[0]}x{smallest[1]} ({smallest[0] * smallest[1]} PEs)"
@@ -110,45 +112,3 @@ def streaming_oom(
             "weight_streaming_fits": False,
         },
     )
-
-
-def _try(
-    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
-) -> bool:
-    from compiler.planner import plan_compile
-
-    try:
-        plan_compile(graph, options, arch, region, do_placement=True, explain=False)
-    except CompileOOM:
-        return False
-    return True
-
-
-def _streaming_fits(
-    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
-) -> bool:
-    return _try(graph, dict(options, streaming=True), arch, region)
-
-
-def smallest_region(
-    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
-) -> tuple[int, int] | None:
-    """The smallest region with the requested aspect ratio (capped by the wafer) that fits."""
-    rows, cols = region
-
-    def shape(scale: float) -> tuple[int, int]:
-        return (
-            min(arch.rows, max(1, math.ceil(rows * scale))),
-            min(arch.cols, max(1, math.ceil(cols * scale))),
-        )
-
-    if not _try(graph, options, arch, (arch.rows, arch.cols)):
-        return None
-    lo, hi = 1.0, max(arch.rows / rows, arch.cols / cols)
-    for _ in range(14):
-        mid = (lo + hi) / 2
-        if _try(graph, options, arch, shape(mid)):
-            hi = mid
-        else:
-            lo = mid
-    return shape(hi)

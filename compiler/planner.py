@@ -15,6 +15,7 @@ from compiler.activation_budget import parse_activation_budget
 from compiler.arch import ArchInfo
 from compiler.errors import CompileOOM
 from compiler.ir import node_inputs
+from compiler.oom import oom_error, streaming_oom
 from compiler.passes.cost import node_flops, shape_table
 from compiler.passes.fusion import Kernel, fuse, merge_to_count
 from compiler.passes.memory import KernelMemory, plan_memory
@@ -181,8 +182,57 @@ def wirelength(graph: dict[str, Any], planned: list[PlannedKernel]) -> int:
     )
 
 
-def _oom(explain: bool, *args: Any, **kwargs: Any) -> CompileOOM:
-    return oom_error(*args, **kwargs) if explain else CompileOOM("does not fit")
+def _oom(
+    explain: bool,
+    graph: dict[str, Any],
+    planned: list[PlannedKernel],
+    options: dict[str, Any],
+    arch: ArchInfo,
+    region: tuple[int, int],
+    **where: Any,
+) -> CompileOOM:
+    if not explain:
+        return CompileOOM("does not fit")
+    smallest = smallest_region(graph, options, arch, region)
+    streaming = not options.get("streaming") and plan_fits(
+        graph, dict(options, streaming=True), arch, region
+    )
+    return oom_error(graph, planned, options, arch, region, smallest, streaming, **where)
+
+
+def plan_fits(
+    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+) -> bool:
+    """Whether the step plans on `region` without running out of memory."""
+    try:
+        plan_compile(graph, options, arch, region, do_placement=True, explain=False)
+    except CompileOOM:
+        return False
+    return True
+
+
+def smallest_region(
+    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+) -> tuple[int, int] | None:
+    """The smallest region with the requested aspect ratio (capped by the wafer) that fits."""
+    rows, cols = region
+
+    def shape(scale: float) -> tuple[int, int]:
+        return (
+            min(arch.rows, max(1, math.ceil(rows * scale))),
+            min(arch.cols, max(1, math.ceil(cols * scale))),
+        )
+
+    if not plan_fits(graph, options, arch, (arch.rows, arch.cols)):
+        return None
+    lo, hi = 1.0, max(arch.rows / rows, arch.cols / cols)
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        if plan_fits(graph, options, arch, shape(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return shape(hi)
 
 
 def _fits(per_pe: dict[str, int], options: dict[str, Any], arch: ArchInfo) -> bool:
@@ -248,6 +298,3 @@ def _batch_size(graph: dict[str, Any]) -> int:
         if inp["role"] == "input" and inp["shape"]:
             return max(1, int(inp["shape"][0]))
     return 1
-
-
-from compiler.oom import oom_error, streaming_oom  # noqa: E402 - oom imports this module's types

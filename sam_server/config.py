@@ -16,8 +16,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sam_server.errors import ConfigError
 
-# Usable fabric of each architecture (WSE-2: 750 x 994, WSE-3: 755 x 1170; see wse_sim.arch).
-ARCH_GRID = {"wse2": (750, 994), "wse3": (755, 1170)}
+
+def arch_grid(arch: str) -> tuple[int, int]:
+    """(rows, cols) of an architecture's usable fabric: the simulator's figures (wse_sim.arch is
+    the one source). Imported here, not at the top: only reading a cluster file needs it, and
+    the API and policy processes that never read one should not import the simulator."""
+    from wse_sim.arch import get_arch
+
+    found = get_arch(arch)
+    return found.rows, found.cols
 
 
 class WaferConfig(BaseModel):
@@ -34,7 +41,7 @@ class WaferConfig(BaseModel):
 
     @model_validator(mode="after")
     def _fit_arch(self) -> WaferConfig:
-        full_rows, full_cols = ARCH_GRID[self.arch]
+        full_rows, full_cols = arch_grid(self.arch)
         self.rows = self.rows or full_rows
         self.cols = self.cols or full_cols
         if self.rows > full_rows or self.cols > full_cols:

@@ -41,6 +41,18 @@ ALLOWED: dict[JobState, frozenset[JobState]] = {
 }
 
 
+class RunEnd(StrEnum):
+    """How one run (attempt) of a job on a wafer ended, as its worker reports it; the services
+    turn it into the job's next state (preempted: back to pending; lost: the lease was lost and
+    the run's result is not recorded)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PREEMPTED = "preempted"
+    LOST = "lost"
+
+
 def can_transition(from_state: str, to_state: str) -> bool:
     """Whether the table allows `from_state` -> `to_state`."""
     return JobState(to_state) in ALLOWED[JobState(from_state)]

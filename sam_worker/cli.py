@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+F = TypeVar("F", bound=Callable[..., Any])  # a click command function, decorated in place
+
 
 def _logging() -> None:
     level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
@@ -56,10 +58,7 @@ def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
     ]
 
 
-_Command = TypeVar("_Command", bound=Callable[..., Any])
-
-
-def _metrics_option(envvar: str) -> Callable[[_Command], _Command]:
+def _metrics_option(envvar: str) -> Callable[[F], F]:
     return click.option(
         "--metrics-port",
         default=0,
@@ -70,17 +69,20 @@ def _metrics_option(envvar: str) -> Callable[[_Command], _Command]:
     )
 
 
+def _concurrency_option(envvar: str, help: str) -> Callable[[F], F]:
+    return click.option(
+        "--concurrency", default=None, type=click.IntRange(min=1), envvar=envvar, help=help
+    )
+
+
 @worker.command("compile")
-@click.option(
-    "--concurrency",
-    default=None,
-    type=click.IntRange(min=1),
-    envvar="SAM_COMPILE_CONCURRENCY",
-    help="compiles run at once (default: compile_slots in the cluster file)",
+@_concurrency_option(
+    "SAM_COMPILE_CONCURRENCY", "compiles run at once (default: compile_slots in the cluster file)"
 )
 @_metrics_option("SAM_COMPILE_METRICS_PORT")
 def worker_compile(concurrency: int | None, metrics_port: int) -> None:
     """A compile server: consumes the `compile` queue, `concurrency` compiles at once."""
+    from sam_server.broker import COMPILE_QUEUE
     from sam_server.config import get_settings
     from sam_worker.celery_app import get_celery
     from sam_worker.compile_server import serve_metrics, set_slots, start_heartbeat
@@ -98,19 +100,16 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
 
     warm_sandbox()  # the first trace should not wait for the torch import
     name = f"compile-{os.getpid()}@{socket.gethostname()}"
-    get_celery().worker_main(_celery_argv("compile", concurrency, name))
+    get_celery().worker_main(_celery_argv(COMPILE_QUEUE, concurrency, name))
 
 
 @worker.command("wafer")
 @click.option(
     "--wafer", "wafer_id", required=True, envvar="SAM_WORKER_WAFER", help="wafer id (cluster file)"
 )
-@click.option(
-    "--concurrency",
-    default=None,
-    type=click.IntRange(min=1),
-    envvar="SAM_WAFER_CONCURRENCY",
-    help="jobs run at once on this wafer (default: the wafer's max_jobs in the cluster file)",
+@_concurrency_option(
+    "SAM_WAFER_CONCURRENCY",
+    "jobs run at once on this wafer (default: the wafer's max_jobs in the cluster file)",
 )
 @_metrics_option("SAM_WAFER_METRICS_PORT")
 def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> None:
@@ -118,7 +117,7 @@ def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> N
     os.environ["SAM_WORKER_WAFER"] = wafer_id
     if concurrency is None:  # as many threads as regions the policy may place on the wafer
         concurrency = _wafer_slots(wafer_id)
-    from sam_server.scheduler.decisions import wafer_queue
+    from sam_server.broker import wafer_queue
     from sam_worker.celery_app import get_celery
     from sam_worker.wafer_host import host
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -56,7 +57,15 @@ def set_slots(slots: int) -> None:
     SLOTS.set(slots)
 
 
-def record(outcome: str, seconds: float) -> None:
+class CompileOutcome(StrEnum):
+    """How a compile ended, as the `sam_compiles` counter labels it."""
+
+    SUCCEEDED = "succeeded"
+    CACHE_HIT = "cache_hit"
+    FAILED = "failed"
+
+
+def record(outcome: CompileOutcome, seconds: float) -> None:
     """Account one finished compile."""
     COMPILES.labels(outcome).inc()
     DURATION.observe(seconds)

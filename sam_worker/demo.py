@@ -12,6 +12,7 @@ import click
 import httpx
 
 from sam_server.config import get_settings
+from sam_server.states import ENDED, JobState
 from sam_worker.supervisor import _SAM, Cluster
 
 USER_MODEL = '''\
@@ -186,7 +187,7 @@ def _tour(cluster: Cluster, admin_token: str, timeout_s: float) -> bool:
             click.echo("\n== sam cluster", err=True)
             _show(cluster, admin_token, "cluster")
             shown = time.monotonic()
-        if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
+        if all(s in ENDED for s in states.values()):
             break
         time.sleep(0.5)
     return _results(tour, ids, cluster)
@@ -212,12 +213,12 @@ def _results(tour: Tour, ids: dict[str, str], cluster: Cluster) -> bool:
             f"  {job['name']:<16} {job['state']:<10} steps {len(steps):>3}  loss {first:.4f} -> "
             f"{last:.4f}  {rate:,.0f} samples/s simulated{err}"
         )
-        ok = ok and job["state"] == "succeeded"
+        ok = ok and job["state"] == JobState.SUCCEEDED
     shared = overlapping_pairs(cluster.settings.resolved_database_url, list(ids))
     for a, b, wafer in shared[:3]:
         click.echo(f"  jobs {a} and {b} ran at the same time on wafer {wafer}, in disjoint regions")
     if not shared:
         click.echo("  no two demo jobs shared a wafer at the same time", err=True)
     ok = ok and bool(shared)
-    click.echo("\ndemo " + ("succeeded" if ok else "FAILED"), err=True)
+    click.echo("\ndemo succeeded" if ok else "\ndemo FAILED", err=True)
     return ok

@@ -7,7 +7,8 @@ a run and its job lost an attempt). Here a message is written under a name no co
 and renamed into place once whole; a rename is atomic on POSIX, so a consumer sees the whole
 message or nothing. Everything else (polling, folders, fanout for remote control) is kombu's.
 
-Selected through Celery's `broker_transport` while the URL stays `filesystem://`.
+Selected through Celery's `broker_transport` (`sam_server.broker.FILESYSTEM_TRANSPORT` names this
+module's Transport) while the URL stays `filesystem://`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
-
-TRANSPORT = "sam_worker.fsbroker:Transport"
 
 
 class Channel(filesystem.Channel):

@@ -8,20 +8,22 @@ import time
 
 from sqlalchemy import func, select
 
+from sam_server.broker import COMPILE_TASK, RUN_TASK
 from sam_server.config import get_settings
 from sam_server.db.models import JobEvent
 from sam_server.db.session import session_scope
 from sam_server.db.types import as_utc, utcnow
 from sam_server.services import lifecycle
+from sam_server.states import JobState
 from sam_worker.celery_app import app
-from sam_worker.compile_server import QUEUE_WAIT, count, record
+from sam_worker.compile_server import QUEUE_WAIT, CompileOutcome, count, record
 from sam_worker.identity import WORKER_ID
 from sam_worker.lease import LeaseKeeper
 
 log = logging.getLogger("sam.worker")
 
 
-@app.task(name="sam.compile", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=COMPILE_TASK, acks_late=True, reject_on_worker_lost=True)
 def compile_task(job_id: str) -> str:
     """Compile a `compiling` job's training step (a cache hit skips the work)."""
     from sam_worker.compile_runner import run_compile
@@ -35,7 +37,7 @@ def compile_task(job_id: str) -> str:
         )
         sent_at = session.execute(
             select(func.max(JobEvent.at)).where(
-                JobEvent.job_id == job_id, JobEvent.to_state == "compiling"
+                JobEvent.job_id == job_id, JobEvent.to_state == JobState.COMPILING
             )
         ).scalar_one_or_none()
     if claim is None:
@@ -55,7 +57,13 @@ def compile_task(job_id: str) -> str:
     count("compiles")
     if result and result["cache_hit"]:
         count("cache_hits")
-    outcome = "failed" if result is None else "cache_hit" if result["cache_hit"] else "succeeded"
+    outcome = (
+        CompileOutcome.FAILED
+        if result is None
+        else CompileOutcome.CACHE_HIT
+        if result["cache_hit"]
+        else CompileOutcome.SUCCEEDED
+    )
     record(outcome, time.monotonic() - began)
     with session_scope(url) as session:
         state = lifecycle.finish_compile(
@@ -64,7 +72,7 @@ def compile_task(job_id: str) -> str:
     return state or "lost"
 
 
-@app.task(name="sam.run", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=RUN_TASK, acks_late=True, reject_on_worker_lost=True)
 def run_task(job_id: str, attempt: int) -> str:
     """Run attempt `attempt` of a placed job on this worker's wafer."""
     from sam_worker.wafer_runner import run_on_wafer

@@ -10,12 +10,13 @@ from functools import lru_cache
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily
 
 from sam_server.config import get_settings
 from sam_server.db.session import session_scope
 from sam_server.services.lifecycle import heartbeat_wafer
 from sam_worker.identity import WORKER_ID
+from sam_worker.run import RunContext
 
 log = logging.getLogger("sam.worker.wafer")
 
@@ -41,7 +42,7 @@ class _WaferGauges:
     def __init__(self, wafer_host: WaferHost) -> None:
         self.host = wafer_host
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         from sam_server.scheduling.geometry import FreeSpace
 
         h = self.host
@@ -103,15 +104,19 @@ class WaferHost:
         start_http_server(port, addr=host, registry=REGISTRY)
         log.info("wafer %s metrics on http://%s:%d/metrics", self.wafer_id, host, port)
 
-    def load(self, artifact: Any, rect: tuple[int, int, int, int], *, owner: str) -> Any:
+    def load(self, artifact: Any, ctx: RunContext) -> Any:
+        """Load `artifact` into the run's region of this wafer (the region is the job's)."""
         from wse_sim import runtime
 
+        owner = ctx.job_id
         with self.lock:
             if owner in self.wafer.regions:  # a previous attempt of this job died in this process
                 self.wafer.release(owner)
-            return runtime.load(artifact, self.wafer, rect, owner)
+            return runtime.load(artifact, self.wafer, ctx.region, owner)
 
-    def release(self, owner: str, job: Any) -> None:
+    def release(self, ctx: RunContext, job: Any) -> None:
+        """Free the run's region (and the loaded job's buffers)."""
+        owner = ctx.job_id
         with self.lock:
             try:
                 job.release()

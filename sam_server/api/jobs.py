@@ -16,6 +16,7 @@ from sam_server.errors import BadRequest, NotFound
 from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
 from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
+from sam_server.services.submit import submit_job
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 
@@ -68,7 +69,7 @@ def _submit(
             payload = {"valid": True, "spec": spec.model_dump(mode="json", by_alias=True)}
             return JSONResponse({**payload, "region": {"rows": rows, "cols": cols}})
         request.app.state.submit_buckets.take(principal.tenant or principal.name)
-        result = svc.submit_job(
+        result = submit_job(
             session,
             principal=principal,
             spec=body.spec,

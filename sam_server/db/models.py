@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from sam_server.db.types import utcnow
+from sam_server.states import JobState
 
 
 class Base(DeclarativeBase):
@@ -89,7 +90,7 @@ class Job(Base):
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(128))
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED.value)
     priority: Mapped[str] = mapped_column(String(8), default="normal")
     mode: Mapped[str] = mapped_column(String(16), default="train")
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -12,16 +12,11 @@ from typing import Any
 from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
+from sam_server.broker import COMPILE_QUEUE, COMPILE_TASK, RUN_TASK, wafer_queue
 from sam_server.db.models import Job, JobAttempt, JobLog, OutboxMessage
 from sam_server.db.types import utcnow
 from sam_server.scheduling import JobExplain, Plan
 from sam_server.services.transitions import JobState, transition
-
-
-def wafer_queue(wafer_id: str) -> str:
-    """The Celery queue of one wafer's worker."""
-    return f"wafer.{wafer_id}"
-
 
 # Explanations written each cycle: the first EXPLAIN_DEPTH waiting jobs in queue order (what
 # `sam queue` shows first), every job whose first reason changed, and a rotating slice of
@@ -46,7 +41,7 @@ def apply_plan(
             job.reason, job.lease_owner, job.lease_expires_at = "Compiling", None, deadline
             transition(session, job, JobState.COMPILING, reason="sent to a compile server")
             session.add(
-                OutboxMessage(task="sam.compile", queue="compile", payload={"job_id": job.id})
+                OutboxMessage(task=COMPILE_TASK, queue=COMPILE_QUEUE, payload={"job_id": job.id})
             )
             sent += 1
     for start in plan.starts:
@@ -152,7 +147,7 @@ def _start(
     )
     session.add(
         OutboxMessage(
-            task="sam.run",
+            task=RUN_TASK,
             queue=wafer_queue(wafer_id),
             payload={"job_id": job.id, "attempt": job.attempts},
         )

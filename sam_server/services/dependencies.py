@@ -121,9 +121,9 @@ def judge(condition: Condition, states: dict[str, list[str]]) -> Verdict:
             continue
         if any(s not in ENDED for s in seen):
             waiting.append(f"{job_id} has not ended")
-        elif condition.kind == "afterok" and any(s != "succeeded" for s in seen):
+        elif condition.kind == "afterok" and any(s != JobState.SUCCEEDED for s in seen):
             never.append(f"{job_id} did not succeed ({_summary(seen)})")
-        elif condition.kind == "afternotok" and any(s == "succeeded" for s in seen):
+        elif condition.kind == "afternotok" and any(s == JobState.SUCCEEDED for s in seen):
             never.append(f"{job_id} succeeded")
     if never:
         return Verdict("never", f"{condition.text()}: {'; '.join(never)}")

@@ -1,4 +1,6 @@
-"""Job verbs: submit, list, get, cancel. Every state change goes through `transition`."""
+"""Job verbs: the single-job submit's pieces, list, get, cancel. Every state change goes through
+`transition`. `submit.py` puts the submit together (a single job here, an array in
+`array_submit.py`, which builds on this module's pieces)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,9 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobEvent, JobLog, Tenant, User, Wafer
@@ -28,11 +28,10 @@ from sam_server.errors import (
 )
 from sam_server.scheduling import Quota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
-from sam_server.schemas.jobs import job_view
 from sam_server.schemas.safe_yaml import load_spec_yaml
 from sam_server.services.arrays import parse_array, substitute, task_values
-from sam_server.services.auth import Principal, tenant_of
-from sam_server.services.directives import check_directives, split_directives
+from sam_server.services.auth import Principal
+from sam_server.services.directives import split_directives
 from sam_server.services.spec_check import check_files, parse_spec
 from sam_server.services.transitions import TERMINAL, JobState, transition
 
@@ -139,68 +138,6 @@ def request_hash(spec: dict[str, Any] | None, spec_yaml: str | None, files: dict
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def submit_job(
-    session: Session,
-    *,
-    principal: Principal,
-    spec: dict[str, Any] | None,
-    files: dict[str, str],
-    spec_yaml: str | None = None,
-    idempotency_key: str | None = None,
-) -> Submitted:
-    """Validate and store a job in state `queued`; nothing is written on rejection.
-
-    The hot path of the API: plain INSERTs (no ORM unit of work) and the view built from the
-    values written, so a submit costs two statements after authentication.
-    """
-    if principal.tenant_id is None:
-        tenant_of(session, principal)  # raises the admin-has-no-tenant error
-    digest = request_hash(spec, spec_yaml, files)
-    if idempotency_key:
-        previous = _idempotent_replay(session, principal, idempotency_key, digest)
-        if previous is not None:
-            return Submitted(submitted_view(session, previous), created=False)
-    raw, directives = split_directives(load_raw_spec(spec, spec_yaml))
-    check_directives(session, principal, directives)
-    if directives.array is not None:
-        from sam_server.services.array_submit import submit_array  # it builds on this module
-
-        return submit_array(
-            session,
-            principal=principal,
-            raw=raw,
-            directives=directives,
-            files=files,
-            idempotency_key=idempotency_key,
-            digest=digest,
-        )
-    parsed = parse_spec(raw)
-    check_files(parsed, files)
-    check_submittable(session, principal, parsed)
-    _check_queued_quota(session, principal)
-    values = _job_values(principal, parsed, files, idempotency_key, digest)
-    values.update(directives.columns())
-    if idempotency_key:
-        # Retries of one submit may race each other: the first INSERT wins the unique key and
-        # the others answer with its job (in a savepoint, so the transaction stays usable).
-        try:
-            with session.begin_nested():
-                _insert_job(session, values, principal)
-        except IntegrityError:
-            previous = _idempotent_replay(session, principal, idempotency_key, digest)
-            if previous is None:
-                raise
-            return Submitted(submitted_view(session, previous), created=False)
-    else:
-        _insert_job(session, values, principal)
-    row = SimpleNamespace(
-        **values,
-        tenant=SimpleNamespace(name=principal.tenant),
-        user=SimpleNamespace(name=principal.name),
-    )
-    return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
-
-
 def check_submittable(session: Session, principal: Principal, parsed: JobSpec) -> None:
     """Who may ask for urgent, whether the job can ever run, and its init_from."""
     if parsed.priority == "urgent" and not principal.is_admin:
@@ -210,15 +147,6 @@ def check_submittable(session: Session, principal: Principal, parsed: JobSpec) -
         )
     check_can_ever_run(session, principal, parsed)
     _check_init_from(session, principal, parsed)
-
-
-def submitted_view(session: Session, job: Job) -> dict[str, Any]:
-    """The answer to a submit: the job, or for an array's first task the array."""
-    if job.array_job_id is None:
-        return job_view(job)
-    from sam_server.services.array_submit import array_view
-
-    return array_view(session, job.array_job_id)
 
 
 def _check_init_from(session: Session, principal: Principal, spec: JobSpec) -> None:
@@ -245,7 +173,7 @@ def _insert_job(session: Session, values: dict[str, Any], principal: Principal) 
             "job_id": values["id"],
             "at": values["created_at"],
             "from_state": None,
-            "to_state": "queued",
+            "to_state": JobState.QUEUED.value,
             "reason": f"submitted by {principal.name}",
         },
     )

@@ -21,6 +21,7 @@ from sam_server.services import history
 from sam_server.services.arrays import array_files
 from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
 from sam_server.services.transitions import JobState, transition
+from sam_server.states import LEASED, RunEnd
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def renew_lease(
         .where(
             Job.id == job_id,
             Job.lease_owner == owner,
-            Job.state.in_(["compiling", "running", "cancelling"]),
+            Job.state.in_(LEASED),
         )
         .values(lease_expires_at=now + timedelta(seconds=lease_s))
     )
@@ -160,7 +161,7 @@ def read_flags(session: Session, *, job_id: str, owner: str) -> dict[str, bool] 
     ).one_or_none()
     if row is None or row[3] != owner:
         return None
-    return {"cancel": bool(row[0]) or row[2] == "cancelling", "preempt": bool(row[1])}
+    return {"cancel": bool(row[0]) or row[2] == JobState.CANCELLING, "preempt": bool(row[1])}
 
 
 def _owned(session: Session, job_id: str, owner: str) -> Job | None:
@@ -306,37 +307,39 @@ def finish_run(
     job_id: str,
     owner: str,
     attempt: int,
-    outcome: str,
+    outcome: RunEnd | str,
     error: tuple[str, str] | None = None,
     report: dict[str, Any] | None = None,
 ) -> str | None:
-    """End our attempt: succeeded / cancelled / preempted (back to pending) / failed."""
+    """End our attempt: succeeded / cancelled / preempted (back to pending) / failed (`error`:
+    its kind and message)."""
+    end = RunEnd(outcome)  # a name outside RunEnd is a ValueError, not a silent failure
     job = _owned(session, job_id, owner)
     if job is None or job.attempts != attempt:
         return None
     row = _current_attempt(session, job)
     if row is not None:
         row.ended_at = utcnow()
-        row.outcome = outcome
+        row.outcome = end.value
     if report is not None:
         job.report = report
     try:
-        _apply_outcome(session, job, outcome, error)
+        _apply_outcome(session, job, end, error)
     except InvalidTransition:
         return None
     return job.state
 
 
-def _apply_outcome(session: Session, job: Job, outcome: str, error: tuple[str, str] | None) -> None:
-    if outcome == "succeeded":
+def _apply_outcome(session: Session, job: Job, end: RunEnd, error: tuple[str, str] | None) -> None:
+    if end is RunEnd.SUCCEEDED:
         job.reason = None
         transition(session, job, JobState.SUCCEEDED, reason="all steps done")
-    elif outcome == "cancelled":
+    elif end is RunEnd.CANCELLED:
         if job.state == JobState.RUNNING.value:
             transition(session, job, JobState.CANCELLING, reason="stop requested")
         job.reason = None
         transition(session, job, JobState.CANCELLED, reason="stopped at a step boundary")
-    elif outcome == "preempted":
+    elif end is RunEnd.PREEMPTED:
         job.preempt_requested = False
         job.preempt_count += 1
         job.last_preempted_at = utcnow()

@@ -181,12 +181,13 @@ def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) ->
 def _compile_queue(session: Session, principal: Principal) -> dict[str, int]:
     """Jobs waiting for a compile slot (state queued) and compiling now, for the whole cluster
     and for the caller's tenant (an admin's `mine` is every tenant's)."""
+    waiting = (JobState.QUEUED.value, JobState.COMPILING.value)
     counts = session.execute(
         select(Job.state, Job.tenant_id, func.count())
-        .where(Job.state.in_([JobState.QUEUED.value, JobState.COMPILING.value]))
+        .where(Job.state.in_(waiting))
         .group_by(Job.state, Job.tenant_id)
     ).all()
-    out = {"queued": 0, "compiling": 0, "queued_mine": 0, "compiling_mine": 0}
+    out = {state: 0 for state in waiting} | {f"{state}_mine": 0 for state in waiting}
     for state, tenant_id, n in counts:
         out[state] += n
         if principal.is_admin or tenant_id == principal.tenant_id:

@@ -11,18 +11,24 @@ from sam_server.errors import AlreadyExists, TenantNotFound
 from sam_server.schemas.tenants import Quota, TenantRead, Usage, UserCreated
 from sam_server.services.auth import Principal, issue_token
 from sam_server.services.transitions import TERMINAL
+from sam_server.states import HOLDS_REGION
+
+
+def _add_new(session: Session, row: Tenant | User, taken: str) -> None:
+    """Insert `row`; a name already taken (the unique constraint) is AlreadyExists(`taken`)."""
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise AlreadyExists(taken) from exc
 
 
 def create_tenant(session: Session, *, name: str, quota: Quota) -> Tenant:
     """A new tenant with `quota`; a duplicate name is a 409."""
     tenant = Tenant(name=name)
     apply_quota(tenant, quota)
-    session.add(tenant)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        session.rollback()
-        raise AlreadyExists(f"tenant {name!r} already exists") from exc
+    _add_new(session, tenant, f"tenant {name!r} already exists")
     return tenant
 
 
@@ -54,7 +60,7 @@ def list_tenants(session: Session, *, principal: Principal) -> list[Tenant]:
 
 def tenant_usage(session: Session, tenant: Tenant) -> Usage:
     """Current running/queued counts and PEs held by the tenant's running jobs."""
-    running = ("running", "cancelling")
+    running = HOLDS_REGION
     rows = session.execute(
         select(
             Job.state, func.count(), func.coalesce(func.sum(Job.region_rows * Job.region_cols), 0)
@@ -84,11 +90,6 @@ def read_tenant(session: Session, tenant: Tenant) -> TenantRead:
 def create_user(session: Session, *, tenant: Tenant, name: str, role: str) -> UserCreated:
     """A new user of `tenant` with a fresh token, returned in clear only here."""
     user = User(name=name, tenant_id=tenant.id, role=role)
-    session.add(user)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        session.rollback()
-        raise AlreadyExists(f"user {name!r} already exists in tenant {tenant.name!r}") from exc
+    _add_new(session, user, f"user {name!r} already exists in tenant {tenant.name!r}")
     token = issue_token(session, user=user)
     return UserCreated(name=name, tenant=tenant.name, role=role, token=token)

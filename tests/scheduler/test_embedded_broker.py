@@ -8,16 +8,17 @@ from pathlib import Path
 
 from kombu import Connection
 
+from sam_server.broker import FILESYSTEM_TRANSPORT, celery_config
 from sam_server.config import Settings
-from sam_worker.celery_app import celery_config
-from sam_worker.fsbroker import TRANSPORT
 
 N, SIZE = 150, 512 * 1024  # big messages keep a writer busy long enough to be caught mid-write
 
 
 def _connection(folder: Path) -> Connection:
     conf = celery_config(Settings(data_dir=folder))
-    assert conf["broker_url"] == "filesystem://" and conf["broker_transport"] == TRANSPORT
+    assert (
+        conf["broker_url"] == "filesystem://" and conf["broker_transport"] == FILESYSTEM_TRANSPORT
+    )
     return Connection(
         "filesystem://",
         transport=conf["broker_transport"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +27,23 @@ class StepRecord:
     loss_scale: float | None = None  # the loss scale after the step (None: no loss scaling)
 
 
+class TrainStatus(StrEnum):
+    """How a training run ended."""
+
+    SUCCEEDED = "succeeded"  # every step done
+    STOPPED = "stopped"  # should_stop said so (cancel, preemption, time limit, lost lease)
+    NUMERICAL = "numerical"  # a non-finite loss with stop_on_nan
+
+
 @dataclass(frozen=True)
 class TrainOutcome:
-    """How the run ended: status "succeeded" | "stopped" | "numerical".
+    """How the run ended (`TrainStatus`).
 
     last_step: the last step executed (-1 if none); last_checkpoint_step: steps done at the
     newest checkpoint written in this run (None if none); message: why it stopped, for humans.
     """
 
-    status: str
+    status: TrainStatus
     last_step: int
     last_checkpoint_step: int | None
     message: str = ""
@@ -65,12 +74,17 @@ def train(
     last_step, last_ckpt = start_step - 1, None
     for step in range(start_step, total_steps):
         if should_stop():
-            return TrainOutcome("stopped", last_step, last_ckpt, f"stopped before step {step}")
+            return TrainOutcome(
+                TrainStatus.STOPPED, last_step, last_ckpt, f"stopped before step {step}"
+            )
         try:
             inputs, targets = next(batches)
         except StopIteration:
             return TrainOutcome(
-                "stopped", last_step, last_ckpt, f"the batch source ended before step {step}"
+                TrainStatus.STOPPED,
+                last_step,
+                last_ckpt,
+                f"the batch source ended before step {step}",
             )
         with np.errstate(all="ignore"):
             result = job.step(inputs, targets)
@@ -88,7 +102,7 @@ def train(
         )
         if stop_on_nan and not math.isfinite(result.loss):
             return TrainOutcome(
-                "numerical",
+                TrainStatus.NUMERICAL,
                 step,
                 last_ckpt,
                 f"loss became {result.loss} at step {step}; check that step's batch for NaN/inf "
@@ -97,4 +111,4 @@ def train(
         if checkpoint_every and checkpoint_dir is not None and (step + 1) % checkpoint_every == 0:
             save_checkpoint(checkpoint_dir, step + 1, job.state_dict())
             last_ckpt = step + 1
-    return TrainOutcome("succeeded", last_step, last_ckpt)
+    return TrainOutcome(TrainStatus.SUCCEEDED, last_step, last_ckpt)

@@ -4,7 +4,9 @@ A convolution is lowered the way a wafer kernel runs it: every PE gathers its ou
 receptive fields (im2col over a strided view, no copy until the contraction) and contracts them
 with the filter as a matmul. The backward forms reuse the same windows: the weight gradient is a
 matmul of the windows with the output gradient, the input gradient scatters the window gradients
-back with one slice-add per filter tap (kh * kw adds, never a per-PE loop).
+back with one slice-add per filter tap (kh * kw adds, never a per-PE loop). A transposed
+convolution runs as that input-gradient program (a scatter of filter taps), and its backward as
+an ordinary convolution plus a weight contraction over the same windows.
 """
 
 from __future__ import annotations
@@ -174,8 +176,6 @@ def convolution_backward(
     grad, x, w = np.asarray(grad), np.asarray(x), np.asarray(w)
     g2, one_d = _as_2d(grad)
     if transposed:
-        from wse_sim.runtime.kernels.vision import conv_transpose2d_backward
-
         s2, p2, d2 = _lift(stride, one_d, 1), _lift(padding, one_d, 0), _lift(dilation, one_d, 1)
         grad_x, grad_w = conv_transpose2d_backward(
             g2, _as_2d(x)[0], _as_2d(w)[0], s2, p2, d2, groups
@@ -205,8 +205,6 @@ def _transposed(
     groups: int,
 ) -> np.ndarray:
     """A transposed convolution (1-D runs as 2-D with a unit height), plus its bias."""
-    from wse_sim.runtime.kernels.vision import conv_transpose2d
-
     x2, one_d = _as_2d(x)
     out = conv_transpose2d(
         x2,
@@ -220,3 +218,83 @@ def _transposed(
     if bias is not None:
         out = out + np.asarray(bias)[None, :, None, None]
     return out[:, :, 0, :] if one_d else out
+
+
+def transposed_output_hw(
+    x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, output_padding: Any
+) -> tuple[int, int]:
+    """(H, W) of a transposed convolution's output: (in - 1) * s - 2p + d * (k - 1) + op + 1."""
+    s, p, d, op = pair(stride), pair(padding), pair(dilation), pair(output_padding)
+    k = w.shape[-2:]
+    return tuple(
+        (x.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1 for i in range(2)
+    )
+
+
+def conv_transpose2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    out_pad: Any,
+    groups: int,
+) -> np.ndarray:
+    """x [N, Cin, H, W] with w [Cin, Cout/g, kh, kw] -> [N, Cout, OH, OW] (no bias)."""
+    oh, ow = transposed_output_hw(x, w, stride, padding, dilation, out_pad)
+    out_shape = (x.shape[0], w.shape[1] * groups, oh, ow)
+    geo = _ConvGeometry(np.empty(out_shape, x.dtype), w, stride, padding, dilation, groups)
+    return _scatter_taps(x, w, geo, out_shape)
+
+
+def _scatter_taps(
+    grad: np.ndarray, w: np.ndarray, geo: _ConvGeometry, x_shape: tuple[int, ...]
+) -> np.ndarray:
+    """The input-gradient of conv(x, w) for output grad `grad`: one slice-add per filter tap."""
+    (ph, pw), (sh, sw), (dh, dw) = geo.p, geo.s, geo.d
+    padded = np.zeros(
+        (x_shape[0], x_shape[1], x_shape[2] + 2 * ph, x_shape[3] + 2 * pw), grad.dtype
+    )
+    g = geo.groups
+    cg, og = x_shape[1] // g, w.shape[0] // g
+    oh, ow = geo.out
+    for i in range(g):
+        taps = np.einsum(
+            "nopq,ocij->ncijpq", grad[:, i * og : (i + 1) * og], w[i * og : (i + 1) * og]
+        )
+        target = padded[:, i * cg : (i + 1) * cg]
+        for a in range(geo.k[0]):
+            for b in range(geo.k[1]):
+                rows = slice(a * dh, a * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(b * dw, b * dw + sw * (ow - 1) + 1, sw)
+                target[:, :, rows, cols] += taps[:, :, a, b]
+    return padded[:, :, ph : ph + x_shape[2], pw : pw + x_shape[3]]
+
+
+def conv_transpose2d_backward(
+    grad: np.ndarray,
+    x: np.ndarray,
+    w: np.ndarray,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(grad_input, grad_weight) of conv_transpose2d for output grad `grad` [N, Cout, OH, OW]."""
+    geo = _ConvGeometry(grad, w, stride, padding, dilation, groups)
+    grad_x = conv2d_forward(grad, w, geo)  # the transposed op's adjoint is the plain convolution
+    cols = windows(geo.padded(grad), geo.k, geo.s, geo.d, geo.out)
+    cg, og = grad.shape[1] // groups, w.shape[0] // groups
+    grad_w = np.concatenate(
+        [
+            np.einsum(
+                "nopq,ncpqij->ocij",
+                x[:, i * og : (i + 1) * og],
+                cols[:, i * cg : (i + 1) * cg],
+                optimize=True,
+            )
+            for i in range(groups)
+        ],
+        axis=0,
+    )
+    return grad_x, grad_w

@@ -1,10 +1,8 @@
-"""Kernels the vision model zoo needs: hard activations, adaptive max pooling, transposed
-convolution.
+"""Kernels the vision model zoo needs: hard activations, adaptive max pooling, strided views.
+(Transposed convolution, which reuses the ordinary convolution's windows, lives in `conv`.)
 
 Hard activations are elementwise (each PE its own pixels). Adaptive pooling reduces over torch's
-adaptive bins. A transposed convolution runs as the input-gradient program of the ordinary
-convolution with the same filter (scatter of filter taps), and its backward as an ordinary
-convolution plus a weight contraction, reusing `conv`'s window views.
+adaptive bins.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from wse_sim.runtime.kernels.conv import _ConvGeometry, conv2d_forward, pair, windows
+from wse_sim.runtime.kernels.conv import pair
 from wse_sim.runtime.kernels.registry import simple
 
 _THREE = np.float32(3.0)
@@ -85,86 +83,6 @@ def adaptive_max_pool2d_backward(grad: Any, x: Any, indices: Any) -> np.ndarray:
         (np.asarray(indices) + offsets).ravel(), weights=grad.ravel(), minlength=planes * h * w
     )
     return flat.astype(grad.dtype).reshape(x.shape)
-
-
-def transposed_output_hw(
-    x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, output_padding: Any
-) -> tuple[int, int]:
-    """(H, W) of a transposed convolution's output: (in - 1) * s - 2p + d * (k - 1) + op + 1."""
-    s, p, d, op = pair(stride), pair(padding), pair(dilation), pair(output_padding)
-    k = w.shape[-2:]
-    return tuple(
-        (x.shape[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1 for i in range(2)
-    )
-
-
-def conv_transpose2d(
-    x: np.ndarray,
-    w: np.ndarray,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    out_pad: Any,
-    groups: int,
-) -> np.ndarray:
-    """x [N, Cin, H, W] with w [Cin, Cout/g, kh, kw] -> [N, Cout, OH, OW] (no bias)."""
-    oh, ow = transposed_output_hw(x, w, stride, padding, dilation, out_pad)
-    out_shape = (x.shape[0], w.shape[1] * groups, oh, ow)
-    geo = _ConvGeometry(np.empty(out_shape, x.dtype), w, stride, padding, dilation, groups)
-    return _scatter_taps(x, w, geo, out_shape)
-
-
-def _scatter_taps(
-    grad: np.ndarray, w: np.ndarray, geo: _ConvGeometry, x_shape: tuple[int, ...]
-) -> np.ndarray:
-    """The input-gradient of conv(x, w) for output grad `grad`: one slice-add per filter tap."""
-    (ph, pw), (sh, sw), (dh, dw) = geo.p, geo.s, geo.d
-    padded = np.zeros(
-        (x_shape[0], x_shape[1], x_shape[2] + 2 * ph, x_shape[3] + 2 * pw), grad.dtype
-    )
-    g = geo.groups
-    cg, og = x_shape[1] // g, w.shape[0] // g
-    oh, ow = geo.out
-    for i in range(g):
-        taps = np.einsum(
-            "nopq,ocij->ncijpq", grad[:, i * og : (i + 1) * og], w[i * og : (i + 1) * og]
-        )
-        target = padded[:, i * cg : (i + 1) * cg]
-        for a in range(geo.k[0]):
-            for b in range(geo.k[1]):
-                rows = slice(a * dh, a * dh + sh * (oh - 1) + 1, sh)
-                cols = slice(b * dw, b * dw + sw * (ow - 1) + 1, sw)
-                target[:, :, rows, cols] += taps[:, :, a, b]
-    return padded[:, :, ph : ph + x_shape[2], pw : pw + x_shape[3]]
-
-
-def conv_transpose2d_backward(
-    grad: np.ndarray,
-    x: np.ndarray,
-    w: np.ndarray,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    groups: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(grad_input, grad_weight) of conv_transpose2d for output grad `grad` [N, Cout, OH, OW]."""
-    geo = _ConvGeometry(grad, w, stride, padding, dilation, groups)
-    grad_x = conv2d_forward(grad, w, geo)  # the transposed op's adjoint is the plain convolution
-    cols = windows(geo.padded(grad), geo.k, geo.s, geo.d, geo.out)
-    cg, og = grad.shape[1] // groups, w.shape[0] // groups
-    grad_w = np.concatenate(
-        [
-            np.einsum(
-                "nopq,ncpqij->ocij",
-                x[:, i * og : (i + 1) * og],
-                cols[:, i * cg : (i + 1) * cg],
-                optimize=True,
-            )
-            for i in range(groups)
-        ],
-        axis=0,
-    )
-    return grad_x, grad_w
 
 
 @simple("aten.as_strided.default", "aten.as_strided_copy.default")
