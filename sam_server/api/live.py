@@ -15,10 +15,12 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
+from sam_server.api.livehub import EventHub, follow
 from sam_server.api.stream import ENDED, sse
 from sam_server.errors import BadRequest
 from sam_server.services import jobs as svc
 from sam_server.services import live
+from sam_server.services.observe import viewer_key
 
 router = APIRouter(prefix="/api/v1", tags=["live"])
 
@@ -45,26 +47,19 @@ async def events(
     """A live stream of what the caller may see change: `job` (a job of its tenant changed
     state; the job as listings show it plus `event`; its `id:` resumes the stream), `progress`
     (running jobs that moved: step and loss), `cluster` (the `GET /cluster` view, sent first
-    and then whenever it changes). Admins see every tenant's."""
+    and then whenever it changes). Admins see every tenant's. Every stream of the process is
+    fed by one poll per tick (`sam_server.api.livehub`)."""
     sessions = request.app.state.sessions
-    settings = request.app.state.settings
+    hub: EventHub = request.app.state.event_hub
 
-    def start() -> live.Watch:
+    def start() -> str:
         with sessions() as session:
-            principal_from_header(session, authorization)  # 401 before the stream opens
-            after = _event_id(last_event_id)
-            return live.Watch(cursor=after if last_event_id else live.newest_event_id(session))
+            return viewer_key(principal_from_header(session, authorization))  # 401 up front
 
-    watch = await anyio.to_thread.run_sync(start)
-
-    def tick() -> list[tuple[str, dict[str, Any], int | None]]:
-        with sessions() as session:
-            # Authenticated on every tick: a revoked token ends its streams (401 -> `end`).
-            principal = principal_from_header(session, authorization)
-            stale = settings.heartbeat_s * 3
-            return live.changes(session, principal=principal, watch=watch, stale_s=stale)
-
-    stream = _poll_stream(request, tick, lambda: None)
+    after = _event_id(last_event_id) if last_event_id else None  # 400 up front
+    viewer = await anyio.to_thread.run_sync(start)
+    follower = hub.subscribe(viewer=viewer, authorization=authorization, after=after)
+    stream = follow(hub, follower)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
