@@ -58,7 +58,7 @@ async def events(
 
     after = _event_id(last_event_id) if last_event_id else None  # 400 up front
     viewer = await anyio.to_thread.run_sync(start)
-    follower = hub.subscribe(viewer=viewer, authorization=authorization, after=after)
+    follower = await hub.subscribe(viewer=viewer, authorization=authorization, after=after)
     stream = follow(hub, follower)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 

@@ -83,18 +83,25 @@ class EventHub:
         self.poll_counter: Any = None  # prometheus Counter of polls, when the app sets one
         self._auth_due = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
         self._limiter = anyio.CapacityLimiter(1)  # the poll's own thread
 
-    def subscribe(self, *, viewer: str, authorization: str | None, after: int | None) -> Follower:
+    async def subscribe(
+        self, *, viewer: str, authorization: str | None, after: int | None
+    ) -> Follower:
         """A new follower; `after` is its Last-Event-ID (None: only changes from now on)."""
         follower = Follower(viewer, authorization, after or 0, after is not None)
-        self.followers.add(follower)
+        async with self._starting:
+            if self._task is None or self._task.done():
+                # No one listened: start from the newest change, with a fresh view.
+                self.progress, self.clusters = {}, {}
+                await self._start()
+                self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+            self.followers.add(follower)
         if self.gauge is not None:
             self.gauge.inc()
         if self.draining:
-            follower.queue.put_nowait((True, _shutdown()))
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+            self._end(follower, _shutdown())
         return follower
 
     def unsubscribe(self, follower: Follower) -> None:
@@ -121,8 +128,6 @@ class EventHub:
             except Exception:  # noqa: BLE001 - a database hiccup must not end every stream
                 log.exception("event poll failed; retrying")
             await asyncio.sleep(self.poll_s)
-        # No one listens: forget the position; the next follower starts a fresh hub.
-        self.cursor, self.gaps, self.progress, self.clusters = None, {}, {}, {}
 
     async def _run(self, fn: Any) -> Any:
         def work() -> Any:

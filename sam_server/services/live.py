@@ -108,7 +108,7 @@ def poll(
     each viewer key. The caller filters by tenant; nothing here is per follower."""
     query = select(JobEvent, Job).join(Job, Job.id == JobEvent.job_id)
     above = query.where(JobEvent.id > after).order_by(JobEvent.id).limit(MAX_EVENTS)
-    rows = session.execute(above).tuples().all()
+    rows = list(session.execute(above).tuples().all())
     full = len(rows) == MAX_EVENTS
     for start in range(0, len(gaps), 500):  # bounded IN lists
         late = query.where(JobEvent.id.in_(gaps[start : start + 500]))
@@ -118,7 +118,7 @@ def poll(
     running = select(
         Job.id, Job.tenant_id, Job.progress_step, Job.total_steps, Job.progress_loss
     ).where(Job.state.in_((JobState.RUNNING.value, JobState.CANCELLING.value)))
-    progress = {
+    progress: dict[str, tuple[int, int, int | None, float | None]] = {
         job_id: (tenant_id, step, total, loss)
         for job_id, tenant_id, step, total, loss in session.execute(running).tuples()
     }
