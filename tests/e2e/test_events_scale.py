@@ -38,6 +38,9 @@ def test_many_event_streams_do_not_slow_the_job_list(tmp_path: Path):
         streams = EventStreams(server.url, alice, STREAMS).start()
         assert _metric(server.url, "sam_event_followers") == STREAMS
         with_streams = p50(list_latencies(server.url, alice, 30))
+        print(
+            f"GET /jobs p50: {without * 1000:.1f} ms, with {STREAMS} streams {with_streams * 1000:.1f} ms"
+        )
         # Before the hub: 110 ms -> 4.5 s at 200 streams. Generous: load from other tests.
         assert with_streams < 3 * without + 0.05, (without, with_streams)
 
@@ -48,7 +51,7 @@ def test_many_event_streams_do_not_slow_the_job_list(tmp_path: Path):
 
         seen = streams.events.get("job", 0)
         r = httpx.post(f"{server.url}/api/v1/jobs/{jobs[0]}/cancel", headers=alice, timeout=30)
-        assert r.status_code == 200, r.text
+        assert r.status_code in (200, 202), r.text
         deadline = time.monotonic() + 30
         while streams.events.get("job", 0) < seen + STREAMS and time.monotonic() < deadline:
             time.sleep(0.1)
