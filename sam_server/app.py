@@ -25,7 +25,7 @@ from sam_server.api import (
     tokens,
 )
 from sam_server.api.limits import BodyLimit, SubmitBuckets
-from sam_server.api.livehub import EventHub
+from sam_server.api.livehub import EventHub, MetricsHub
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
 from sam_server.broker import broker_check_for
@@ -56,10 +56,11 @@ class _JobGauges:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Log followers end with a `shutdown` event as soon as SIGTERM arrives, so the server's
     # graceful shutdown (which waits for open responses) is not held up by live streams.
-    install_drain_on_signal(app.state.log_hub, app.state.event_hub)
+    install_drain_on_signal(app.state.log_hub, app.state.event_hub, app.state.metrics_hub)
     yield
     await app.state.log_hub.close()
     await app.state.event_hub.close()
+    await app.state.metrics_hub.close()
     app.state.prom.process_exited()
 
 
@@ -91,6 +92,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         poll_s=settings.follow_poll_s,
         heartbeat_s=settings.follow_heartbeat_s,
         stale_s=settings.heartbeat_s * 3,
+    )
+    app.state.metrics_hub = MetricsHub(
+        app.state.sessions,
+        poll_s=settings.follow_poll_s,
+        heartbeat_s=settings.follow_heartbeat_s,
     )
     prom = ApiMetrics(_JobGauges(app.state.sessions), ClusterCollector(app.state.sessions))
     app.state.prom, app.state.registry = prom, prom.registry

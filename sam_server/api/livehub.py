@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sam_server.api.deps import principal_from_header
-from sam_server.api.stream import sse
+from sam_server.api.stream import ENDED, sse
 from sam_server.services import live
 from sam_server.services.observe import job_visible
 
@@ -320,3 +320,157 @@ async def follow(hub: EventHub, follower: Follower) -> AsyncIterator[str]:
                 return
     finally:
         hub.unsubscribe(follower)
+
+
+@dataclass
+class _Steps:
+    """The followers of one job's metrics stream and the newest step the hub read."""
+
+    last: int
+    queues: set[asyncio.Queue[tuple[Any, ...]]] = field(default_factory=set)
+
+
+class MetricsHub:
+    """Per-process fan-out of recorded steps to every metrics stream (`GET /jobs/{id}/metrics`
+    as SSE, one per open job page): one poll per tick for every followed job."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker,  # type: ignore[type-arg]
+        *,
+        poll_s: float = 0.5,
+        heartbeat_s: float = 15.0,
+    ) -> None:
+        self.sessions = sessions
+        self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
+        self.channels: dict[str, _Steps] = {}
+        self.draining = False
+        self.polls = 0
+        self._task: asyncio.Task[None] | None = None
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        def work() -> Any:
+            with self.sessions() as session:
+                return fn(session, *args)
+
+        return await anyio.to_thread.run_sync(work, limiter=self._limiter)
+
+    async def subscribe(self, job_id: str) -> asyncio.Queue[tuple[Any, ...]]:
+        """A queue of `("step", step, view)`, `("reset", newest)`, `("end", state)` or
+        `("shutdown",)`; a follower more than MAX_BACKLOG behind gets `shutdown`."""
+        queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        channel = self.channels.get(job_id)
+        if channel is None:
+            last = await self.run(lambda s: live.newest_step(s, job_id=job_id))
+            channel = self.channels.setdefault(job_id, _Steps(last=last))
+        channel.queues.add(queue)
+        if self.draining:
+            queue.put_nowait(("shutdown",))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+        return queue
+
+    def unsubscribe(self, job_id: str, queue: asyncio.Queue[tuple[Any, ...]]) -> None:
+        channel = self.channels.get(job_id)
+        if channel is not None:
+            channel.queues.discard(queue)
+            if not channel.queues:
+                del self.channels[job_id]
+
+    def drain(self) -> None:
+        self.draining = True
+        for channel in self.channels.values():
+            for queue in channel.queues:
+                queue.put_nowait(("shutdown",))
+
+    async def close(self) -> None:
+        self.drain()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _poll_forever(self) -> None:
+        while self.channels:
+            try:
+                await self.poll_once()
+            except Exception:  # noqa: BLE001 - a database hiccup must not end every stream
+                log.exception("metrics poll failed; retrying")
+            await asyncio.sleep(self.poll_s)
+
+    async def poll_once(self) -> None:
+        cursors = {job_id: c.last for job_id, c in self.channels.items()}
+        if not cursors:
+            return
+        states, steps, resets = await self.run(lambda s: live.steps_poll(s, cursors=cursors))
+        self.polls += 1
+        for job_id, channel in list(self.channels.items()):
+            if job_id not in cursors:
+                continue
+            if job_id in resets:
+                channel.last = resets[job_id]
+                self._publish(job_id, channel, ("reset", channel.last))
+            for view in steps.get(job_id, []):
+                if view["step"] > channel.last:
+                    channel.last = view["step"]
+                    self._publish(job_id, channel, ("step", view["step"], view))
+            if states.get(job_id) in ENDED or states.get(job_id) == "gone":
+                if not steps.get(job_id):  # ended and nothing more to read
+                    self._publish(job_id, channel, ("end", states[job_id]))
+                    self.channels.pop(job_id, None)
+
+    def _publish(self, job_id: str, channel: _Steps, event: tuple[Any, ...]) -> None:
+        for queue in list(channel.queues):
+            if queue.qsize() >= MAX_BACKLOG * 10:  # too slow: it resumes from its last step
+                channel.queues.discard(queue)
+                queue.put_nowait(("shutdown",))
+            else:
+                queue.put_nowait(event)
+
+
+async def follow_steps(hub: MetricsHub, job_id: str, after: int) -> AsyncIterator[str]:
+    """One metrics stream: the steps after `after` (caught up, then as the hub reads them),
+    `reset` when a requeue went back, `end` with the final state."""
+    queue = await hub.subscribe(job_id)
+    try:
+        # Subscribed first, then caught up: a step is in the catch-up, the queue or both
+        # (dropped by number), never in neither.
+        yield "retry: 1000\n\n"
+        sent = after
+        while True:
+            state, steps = await hub.run(
+                lambda s, a=sent: live.steps_after(s, job_id=job_id, after=a)
+            )
+            for view in steps:
+                sent = view["step"]
+                yield sse("step", json.dumps(view), sent)
+            if len(steps) < live.MAX_STEPS:
+                break
+        if not steps:
+            newest = await hub.run(lambda s: live.newest_step(s, job_id=job_id))
+            if newest < sent:  # resumed past the newest: a requeue went back meanwhile
+                sent = newest
+                yield sse("reset", json.dumps({"step": newest}))
+        if state in ENDED:
+            yield sse("end", json.dumps({"state": state}))
+            return
+        while True:
+            try:
+                with anyio.fail_after(hub.heartbeat_s):
+                    event = await queue.get()
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if event[0] == "step" and event[1] > sent:
+                sent = event[1]
+                yield sse("step", json.dumps(event[2]), sent)
+            elif event[0] == "reset":
+                sent = event[1]
+                yield sse("reset", json.dumps({"step": event[1]}))
+            elif event[0] == "end":
+                yield sse("end", json.dumps({"state": event[1]}))
+                return
+            elif event[0] == "shutdown":
+                yield sse("shutdown", json.dumps({"reconnect": True}))
+                return
+    finally:
+        hub.unsubscribe(job_id, queue)

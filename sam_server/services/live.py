@@ -58,6 +58,36 @@ def newest_step(session: Session, *, job_id: str) -> int:
     return -1 if value is None else int(value)
 
 
+def steps_poll(
+    session: Session, *, cursors: dict[str, int]
+) -> tuple[dict[str, str], dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """One read for every followed job's metrics stream, `cursors` being the newest step read
+    per job: (each job's state, "gone" when deleted; the new steps of jobs that have some;
+    the newest step of jobs whose steps went back (a requeue resumed from a checkpoint)).
+    States are read first: the steps of a job seen ended are all there."""
+    ids = list(cursors)
+    states = {job_id: "gone" for job_id in ids}
+    states.update(session.execute(select(Job.id, Job.state).where(Job.id.in_(ids))).tuples().all())
+    newest = dict(
+        session.execute(
+            select(JobMetric.job_id, func.max(JobMetric.step))
+            .where(JobMetric.job_id.in_(ids))
+            .group_by(JobMetric.job_id)
+        )
+        .tuples()
+        .all()
+    )
+    steps: dict[str, list[dict[str, Any]]] = {}
+    resets: dict[str, int] = {}
+    for job_id, after in cursors.items():
+        top = newest.get(job_id, -1)
+        if top > after:
+            steps[job_id] = steps_after(session, job_id=job_id, after=after)[1]
+        elif top < after:
+            resets[job_id] = top
+    return states, steps, resets
+
+
 def _step_view(m: JobMetric) -> dict[str, Any]:
     return {
         "step": m.step,
