@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server.api import livehub
-from sam_server.db.models import Job
+from sam_server.db.models import Job, JobMetric
 from sam_server.db.session import engine_for, session_scope
 from sam_server.services.transitions import transition
 from tests.api.helpers import make_tenant, make_user, submit
@@ -155,3 +155,54 @@ def test_a_follower_that_stops_reading_is_dropped(client, settings, monkeypatch)
     assert size <= livehub.MAX_BACKLOG + 1  # bounded: a batch per tick, then the shutdown
     text = "".join(got)  # the follower that reads gets every change
     assert all(job_id in text for job_id in jobs)
+
+
+def test_metrics_streams_of_one_job_share_one_poll(live_server, settings):
+    url = settings.resolved_database_url
+    with httpx.Client(base_url=live_server.url, timeout=30) as client:
+        make_tenant(client, "acme")
+        alice = make_user(client, "acme", "alice")
+        job_id = submit(client, alice).json()["id"]
+        with session_scope(url) as s:
+            job = s.get(Job, job_id)
+            for state in ("compiling", "pending", "running"):
+                transition(s, job, state)
+        got: list[list[tuple[str, str]]] = [[] for _ in range(8)]
+
+        def read(out: list[tuple[str, str]]) -> None:
+            path = f"{live_server.url}/api/v1/jobs/{job_id}/metrics"
+            with httpx.stream("GET", path, headers=alice | SSE, timeout=60) as r:
+                event = ""
+                for line in r.iter_lines():
+                    if line.startswith("event:"):
+                        event = line.split(":", 1)[1].strip()
+                    elif line.startswith("data:"):
+                        out.append((event, line.split(":", 1)[1].strip()))
+                        if event == "end":
+                            return
+
+        threads = [threading.Thread(target=read, args=(out,), daemon=True) for out in got]
+        for thread in threads:
+            thread.start()
+        hub = live_server.server.config.app.state.metrics_hub
+        deadline = time.monotonic() + 20
+        while sum(len(c.queues) for c in hub.channels.values()) < len(got):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        polls, began = hub.polls, time.monotonic()
+        for step in range(3):
+            with session_scope(url) as s:
+                s.add(
+                    JobMetric(job_id=job_id, step=step, loss=1.0, sim_cycles=1, samples_per_sec=1.0)
+                )
+            time.sleep(0.3)
+        with session_scope(url) as s:
+            transition(s, s.get(Job, job_id), "succeeded")
+        for thread in threads:
+            thread.join(20)
+        ticks = (time.monotonic() - began) / 0.5
+        # 8 streams, one poll per tick for all of them (not 8 per tick)
+        assert hub.polls - polls <= ticks + 2, (hub.polls - polls, ticks)
+        for out in got:
+            steps = [json.loads(d)["step"] for e, d in out if e == "step"]
+            assert steps == [0, 1, 2] and out[-1] == ("end", '{"state": "succeeded"}')
