@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 from sqlalchemy import update  # noqa: E402
+from sqlalchemy.exc import OperationalError  # noqa: E402
 
 from sam_server.db.models import Job  # noqa: E402
 from sam_server.db.session import session_scope  # noqa: E402
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--streams", default="200,1000", help="comma-separated stream counts")
     parser.add_argument("--rounds", type=int, default=60, help="list calls per measurement")
     parser.add_argument("--server-src", help="run the server from this checkout instead")
+    parser.add_argument("--cap-s", type=float, default=60, help="a list call's longest wait")
     args = parser.parse_args()
     counts = [int(n) for n in args.streams.split(",")]
 
@@ -87,8 +89,13 @@ def main() -> None:
                 step = 0
                 while not stop.wait(0.2):
                     step += 1
-                    with session_scope(url) as s:
-                        s.execute(update(Job).where(Job.id == ids[0]).values(progress_step=step))
+                    try:
+                        with session_scope(url) as s:
+                            s.execute(
+                                update(Job).where(Job.id == ids[0]).values(progress_step=step)
+                            )
+                    except OperationalError:  # SQLite busy under many readers: next time
+                        continue
 
             threading.Thread(target=move, daemon=True).start()
             list_latencies(server.url, auth, 10)  # warm up
@@ -96,7 +103,7 @@ def main() -> None:
             load = [os.getloadavg()[0]]
 
             def measure(label: str) -> None:
-                samples = list_latencies(server.url, auth, args.rounds)
+                samples = list_latencies(server.url, auth, args.rounds, cap_s=args.cap_s)
                 out[f"list_p50_ms_{label}"] = round(p50(samples) * 1000, 1)
                 out[f"list_p99_ms_{label}"] = round(p99(samples) * 1000, 1)
                 before_polls, before_cpu = polls(server.url), cpu_s(pid)

@@ -18,6 +18,7 @@ is dropped with `shutdown` (its client resumes from its last id): memory stays b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -118,8 +119,7 @@ class EventHub:
 
     async def close(self) -> None:
         self.drain()
-        if self._task is not None:
-            self._task.cancel()
+        await _stop(self._task)
 
     async def _poll_forever(self) -> None:
         while self.followers:
@@ -299,6 +299,14 @@ def _progress(rows: dict[str, tuple[int, int, int | None, float | None]], viewer
     return sse("progress", json.dumps({"items": items})) if items else ""
 
 
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    """Cancel a poller and wait for it: a read in flight ends before the server does."""
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def _shutdown() -> str:
     return sse("shutdown", json.dumps({"reconnect": True}))
 
@@ -386,8 +394,7 @@ class MetricsHub:
 
     async def close(self) -> None:
         self.drain()
-        if self._task is not None:
-            self._task.cancel()
+        await _stop(self._task)
 
     async def _poll_forever(self) -> None:
         while self.channels:
