@@ -45,10 +45,10 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def polls(url: str) -> float:
+def polls(url: str) -> float | None:
     text = httpx.get(url + "/metrics", timeout=60).text
     found = re.search(r"^sam_event_polls_total ([0-9.e+]+)$", text, re.M)
-    return float(found.group(1)) if found else float("nan")  # absent before the hub
+    return float(found.group(1)) if found else None  # absent before the hub
 
 
 def main() -> None:
@@ -111,7 +111,9 @@ def main() -> None:
                 time.sleep(5)
                 wall = time.monotonic() - began
                 cpu = cpu_s(pid) - before_cpu
-                out[f"polls_per_s_{label}"] = round((polls(server.url) - before_polls) / wall, 2)
+                after_polls = polls(server.url)
+                if after_polls is not None and before_polls is not None:
+                    out[f"polls_per_s_{label}"] = round((after_polls - before_polls) / wall, 2)
                 out[f"server_cpu_ms_per_s_{label}"] = round(cpu / wall * 1000, 1)
                 load.append(os.getloadavg()[0])
                 print(label, {k: v for k, v in out.items() if k.endswith(label)}, file=sys.stderr)

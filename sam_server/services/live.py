@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session, defer
 
 from sam_server.db.models import Job, JobEvent, JobMetric
 from sam_server.schemas.jobs import iso, job_view
@@ -136,7 +136,7 @@ def poll(
     `after` (at most MAX_EVENTS) plus those among `gaps` (ids skipped earlier that may belong to
     a transaction that had not committed yet), running jobs' progress, and the cluster view of
     each viewer key. The caller filters by tenant; nothing here is per follower."""
-    query = select(JobEvent, Job).join(Job, Job.id == JobEvent.job_id)
+    query = _changes_query()
     above = query.where(JobEvent.id > after).order_by(JobEvent.id).limit(MAX_EVENTS)
     rows = list(session.execute(above).tuples().all())
     full = len(rows) == MAX_EVENTS
@@ -165,8 +165,7 @@ def catch_up(
     """A resumed follower's missed state changes: numbered in (`after`, `upto`], its viewer's
     only, leaving out `skip` (ids the hub still waits for; it sends them when they appear).
     Returns (at most MAX_EVENTS changes, the id to continue after when more remain)."""
-    query = select(JobEvent, Job).join(Job, Job.id == JobEvent.job_id)
-    query = query.where(JobEvent.id > after, JobEvent.id <= upto)
+    query = _changes_query().where(JobEvent.id > after, JobEvent.id <= upto)
     if viewer != observe.ADMIN_VIEW:
         query = query.where(Job.tenant_id == int(viewer[1:]))
     rows = session.execute(query.order_by(JobEvent.id).limit(MAX_EVENTS)).tuples().all()
@@ -176,6 +175,14 @@ def catch_up(
         if event.id not in skip
     ]
     return out, (rows[-1][0].id if len(rows) == MAX_EVENTS else None)
+
+
+def _changes_query() -> Select[JobEvent, Job]:
+    """State changes with their jobs, less what a listing never shows (spec, files, report)."""
+    query = select(JobEvent, Job).join(Job, Job.id == JobEvent.job_id)
+    return query.options(
+        defer(Job.spec), defer(Job.files), defer(Job.report), defer(Job.compile_summary)
+    )
 
 
 def _change_view(event: JobEvent, job: Job) -> dict[str, Any]:

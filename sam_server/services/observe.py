@@ -149,7 +149,9 @@ def cluster_views(
 ) -> dict[str, dict[str, Any]]:
     """The `GET /cluster` view for each viewer key, from one read of the database (the live
     event hub asks for every tenant with an open stream at once)."""
-    running = list(session.execute(select(Job).where(Job.wafer_id.is_not(None))).scalars())
+    placed = select(Job).where(Job.wafer_id.is_not(None))
+    placed = placed.options(defer(Job.spec), defer(Job.files), defer(Job.report))
+    running = list(session.execute(placed.options(defer(Job.compile_summary))).scalars())
     wafers = list(session.execute(select(Wafer).order_by(Wafer.id)).scalars())
     servers = [
         compile_server_view(s, stale_s=stale_s)
