@@ -6,9 +6,11 @@ follower that stops reading is dropped instead of growing the server's memory.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,20 +26,38 @@ from tests.api.helpers import make_tenant, make_user, submit
 SSE = {"Accept": "text/event-stream"}
 
 
+@pytest.fixture
+def readers(live_server) -> Iterator[list[Reader]]:  # type: ignore[no-untyped-def]
+    """Readers to hang up before the server stops (an open stream would keep the test server,
+    and its poll of the test database, running past the test)."""
+    opened: list[Reader] = []
+    yield opened
+    for reader in opened:
+        reader.close()
+
+
 class Reader:
     """An `/api/v1/events` stream read on a thread: `(event, data, id)` triples as they come."""
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
+    def __init__(self, url: str, headers: dict[str, str], opened: list[Reader]) -> None:
         self.url, self.headers = url, headers | SSE
         self.events: list[tuple[str, Any, str | None]] = []
+        self.client = httpx.Client(base_url=url, timeout=60)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        opened.append(self)
+
+    def close(self) -> None:
+        """Hang up (an open stream would hold the test server, and its poll, past the test)."""
+        self.client.close()
+        self.thread.join(10)
 
     def _read(self) -> None:
         event, event_id = "message", None
-        with httpx.stream(
-            "GET", self.url + "/api/v1/events", headers=self.headers, timeout=60
-        ) as r:
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            self.client.stream("GET", "/api/v1/events", headers=self.headers) as r,
+        ):
             for line in r.iter_lines():
                 if line.startswith("id:"):
                     event_id = line.split(":", 1)[1].strip()
@@ -60,13 +80,13 @@ class Reader:
 
 
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
-def test_a_change_that_commits_late_is_sent_and_resumable(live_server, settings):
+def test_a_change_that_commits_late_is_sent_and_resumable(live_server, settings, readers):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
         make_tenant(client, "acme")
         alice = make_user(client, "acme", "alice")
         slow, fast = (submit(client, alice).json()["id"] for _ in range(2))
-        reader = Reader(live_server.url, alice)
+        reader = Reader(live_server.url, alice, readers)
         reader.wait(lambda r: any(e == "cluster" for e, _, _ in r.events))
         # A transaction takes an event id and holds it uncommitted ...
         held = Session(engine_for(url), expire_on_commit=False)
@@ -90,11 +110,11 @@ def test_a_change_that_commits_late_is_sent_and_resumable(live_server, settings)
         # after it and resumed would still get the late change (and the later one again).
         slow_event_id = int(late_id or 0)
         assert int(first_id or 0) < slow_event_id
-        resumed = Reader(live_server.url, alice | {"Last-Event-ID": str(first_id)})
+        resumed = Reader(live_server.url, alice | {"Last-Event-ID": str(first_id)}, readers)
         resumed.wait(lambda r: {j["id"] for j, _ in r.jobs()} >= {slow})
 
 
-def test_followers_share_one_poll_but_see_only_their_tenant(live_server, settings):
+def test_followers_share_one_poll_but_see_only_their_tenant(live_server, settings, readers):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
         make_tenant(client, "acme")
@@ -102,7 +122,9 @@ def test_followers_share_one_poll_but_see_only_their_tenant(live_server, setting
         alice = make_user(client, "acme", "alice")
         eve = make_user(client, "other", "eve")
         admin = {"Authorization": f"Bearer {settings.admin_token}"}
-        readers = [Reader(live_server.url, who) for who in (alice, eve, admin) for _ in range(5)]
+        for who in (alice, eve, admin):
+            for _ in range(5):
+                Reader(live_server.url, who, readers)
         for reader in readers:
             reader.wait(lambda r: any(e == "cluster" for e, _, _ in r.events))
         hub = live_server.server.config.app.state.event_hub
