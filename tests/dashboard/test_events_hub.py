@@ -228,3 +228,21 @@ def test_metrics_streams_of_one_job_share_one_poll(live_server, settings):
         for out in got:
             steps = [json.loads(d)["step"] for e, d in out if e == "step"]
             assert steps == [0, 1, 2] and out[-1] == ("end", '{"state": "succeeded"}')
+
+
+def test_a_revoked_token_ends_its_event_streams(live_server, settings, readers):
+    with httpx.Client(base_url=live_server.url, timeout=30) as client:
+        make_tenant(client, "acme")
+        alice = make_user(client, "acme", "alice")
+        bob = make_user(client, "acme", "bob")
+        gone, kept = Reader(live_server.url, alice, readers), Reader(live_server.url, bob, readers)
+        for reader in (gone, kept):
+            reader.wait(lambda r: any(e == "cluster" for e, _, _ in r.events))
+        (token,) = client.get("/api/v1/tokens", headers=alice).json()
+        r = client.post(f"/api/v1/tokens/{token['id']}/revoke", headers=alice)
+        assert r.status_code == 200, r.text
+        gone.wait(
+            lambda r: any(e == "end" for e, _, _ in r.events), limit_s=livehub.AUTH_EVERY_S + 10
+        )
+        assert "error" in gone.events[-1][1]
+        assert all(e != "end" for e, _, _ in kept.events)  # bob's token still streams
