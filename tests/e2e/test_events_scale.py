@@ -56,6 +56,14 @@ def test_many_event_streams_do_not_slow_the_job_list(tmp_path: Path):
         while streams.events.get("job", 0) < seen + STREAMS and time.monotonic() < deadline:
             time.sleep(0.1)
         assert streams.events.get("job", 0) - seen == STREAMS  # every stream, exactly once
+
+        # SIGTERM: every stream is told `shutdown` (its page reconnects) and the server exits
+        # without waiting for them.
+        assert server.terminate() < 5, "SIGTERM must not wait for open event streams"
+        deadline = time.monotonic() + 10
+        while streams.ended < STREAMS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert streams.events.get("shutdown", 0) == STREAMS
     finally:
         if streams is not None:
             streams.stop()
