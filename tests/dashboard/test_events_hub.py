@@ -18,8 +18,9 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server.api import livehub
-from sam_server.db.models import Job, JobMetric
+from sam_server.db.models import Job, JobMetric, Wafer
 from sam_server.db.session import engine_for, session_scope
+from sam_server.services import observe
 from sam_server.services.transitions import transition
 from tests.api.helpers import make_tenant, make_user, submit
 
@@ -246,3 +247,37 @@ def test_a_revoked_token_ends_its_event_streams(live_server, settings, readers):
         )
         assert "error" in gone.events[-1][1]
         assert all(e != "end" for e, _, _ in kept.events)  # bob's token still streams
+
+
+def test_cluster_views_from_one_read_hide_other_tenants(client, settings):
+    url = settings.resolved_database_url
+    make_tenant(client, "acme")
+    make_tenant(client, "other")
+    alice = make_user(client, "acme", "alice")
+    eve = make_user(client, "other", "eve")
+    mine, theirs = submit(client, alice).json()["id"], submit(client, eve).json()["id"]
+    queued = submit(client, eve).json()["id"]
+    with session_scope(url) as s:
+        s.add(Wafer(id="w0", arch="wse2", rows=16, cols=16, state="online"))
+        s.flush()
+        for col, job_id in enumerate((mine, theirs)):
+            job = s.get(Job, job_id)
+            job.state, job.wafer_id = "running", "w0"
+            job.region_row, job.region_col, job.region_rows, job.region_cols = 0, col * 8, 8, 8
+        tenants = {s.get(Job, j).tenant_id for j in (mine, theirs)}
+        s.get(Job, queued).state = "queued"
+        acme = f"t{s.get(Job, mine).tenant_id}"
+    with session_scope(url) as s:
+        views = observe.cluster_views(s, viewers=[acme, observe.ADMIN_VIEW])
+    assert len(tenants) == 2
+    allocs = {a["col"]: a for a in views[acme]["wafers"][0]["allocations"]}
+    assert (allocs[0]["job_id"], allocs[0]["tenant"]) == (mine, "acme")
+    assert (allocs[8]["job_id"], allocs[8]["tenant"]) == (None, None)  # the region, no name
+    every = {a["job_id"] for a in views[observe.ADMIN_VIEW]["wafers"][0]["allocations"]}
+    assert every == {mine, theirs}
+    assert views[acme]["compile_queue"]["queued_mine"] == 0
+    assert views[observe.ADMIN_VIEW]["compile_queue"]["queued_mine"] >= 1
+    # The single-viewer form `GET /cluster` uses is the same view.
+    assert client.get("/api/v1/cluster", headers=alice).json()["wafers"] == json.loads(
+        json.dumps(views[acme]["wafers"])
+    )
