@@ -25,6 +25,7 @@ from sam_server.api import (
     tokens,
 )
 from sam_server.api.limits import BodyLimit, SubmitBuckets
+from sam_server.api.livehub import EventHub, MetricsHub
 from sam_server.api.prom import ApiMetrics, RequestTimer
 from sam_server.api.stream import LogHub, install_drain_on_signal
 from sam_server.broker import broker_check_for
@@ -55,9 +56,11 @@ class _JobGauges:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Log followers end with a `shutdown` event as soon as SIGTERM arrives, so the server's
     # graceful shutdown (which waits for open responses) is not held up by live streams.
-    install_drain_on_signal(app.state.log_hub)
+    install_drain_on_signal(app.state.log_hub, app.state.event_hub, app.state.metrics_hub)
     yield
     await app.state.log_hub.close()
+    await app.state.event_hub.close()
+    await app.state.metrics_hub.close()
     app.state.prom.process_exited()
 
 
@@ -84,10 +87,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         poll_s=settings.follow_poll_s,
         heartbeat_s=settings.follow_heartbeat_s,
     )
+    app.state.event_hub = EventHub(
+        app.state.sessions,
+        poll_s=settings.follow_poll_s,
+        heartbeat_s=settings.follow_heartbeat_s,
+        stale_s=settings.heartbeat_s * 3,
+    )
+    app.state.metrics_hub = MetricsHub(
+        app.state.sessions,
+        poll_s=settings.follow_poll_s,
+        heartbeat_s=settings.follow_heartbeat_s,
+    )
     prom = ApiMetrics(_JobGauges(app.state.sessions), ClusterCollector(app.state.sessions))
     app.state.prom, app.state.registry = prom, prom.registry
     app.state.submits_total = prom.submits
     app.state.log_hub.gauge = prom.followers
+    app.state.event_hub.gauge = prom.event_followers
+    app.state.event_hub.poll_counter = prom.event_polls
     problems.install(app)
     app.include_router(ops.router)
     app.include_router(tenants.router)

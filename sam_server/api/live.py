@@ -6,8 +6,6 @@ when the server stops (the client reconnects)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import anyio
@@ -15,10 +13,11 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
-from sam_server.api.stream import ENDED, sse
+from sam_server.api.livehub import EventHub, follow, follow_steps
 from sam_server.errors import BadRequest
 from sam_server.services import jobs as svc
 from sam_server.services import live
+from sam_server.services.observe import viewer_key
 
 router = APIRouter(prefix="/api/v1", tags=["live"])
 
@@ -45,26 +44,19 @@ async def events(
     """A live stream of what the caller may see change: `job` (a job of its tenant changed
     state; the job as listings show it plus `event`; its `id:` resumes the stream), `progress`
     (running jobs that moved: step and loss), `cluster` (the `GET /cluster` view, sent first
-    and then whenever it changes). Admins see every tenant's."""
+    and then whenever it changes). Admins see every tenant's. Every stream of the process is
+    fed by one poll per tick (`sam_server.api.livehub`)."""
     sessions = request.app.state.sessions
-    settings = request.app.state.settings
+    hub: EventHub = request.app.state.event_hub
 
-    def start() -> live.Watch:
+    def start() -> str:
         with sessions() as session:
-            principal_from_header(session, authorization)  # 401 before the stream opens
-            after = _event_id(last_event_id)
-            return live.Watch(cursor=after if last_event_id else live.newest_event_id(session))
+            return viewer_key(principal_from_header(session, authorization))  # 401 up front
 
-    watch = await anyio.to_thread.run_sync(start)
-
-    def tick() -> list[tuple[str, dict[str, Any], int | None]]:
-        with sessions() as session:
-            # Authenticated on every tick: a revoked token ends its streams (401 -> `end`).
-            principal = principal_from_header(session, authorization)
-            stale = settings.heartbeat_s * 3
-            return live.changes(session, principal=principal, watch=watch, stale_s=stale)
-
-    stream = _poll_stream(request, tick, lambda: None)
+    after = _event_id(last_event_id) if last_event_id else None  # 400 up front
+    viewer = await anyio.to_thread.run_sync(start)
+    follower = await hub.subscribe(viewer=viewer, authorization=authorization, after=after)
+    stream = follow(hub, follower)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -73,72 +65,20 @@ async def metrics_stream(
 ) -> StreamingResponse:
     """`GET /jobs/{id}/metrics` with `Accept: text/event-stream`: a `step` event per recorded
     step (`id:` the step number; `Last-Event-ID` resumes after it, default: from step 0), then
-    `end` with the job's final state."""
+    `end` with the job's final state. Every metrics stream of the process is fed by one poll
+    per tick (`sam_server.api.livehub.MetricsHub`)."""
     sessions = request.app.state.sessions
     header = request.headers.get("last-event-id")
     after = _event_id(header) if header else -1
-    cursor: dict[str, Any] = {"after": after, "state": ""}
 
     def start() -> None:
         with sessions() as session:
             principal = principal_from_header(session, authorization)
             svc.get_job(session, principal=principal, job_id=job_id)  # 404 for other tenants
 
-    def tick() -> list[tuple[str, dict[str, Any], int | None]]:
-        with sessions() as session:
-            state, steps = live.steps_after(session, job_id=job_id, after=int(cursor["after"]))
-            newest = live.newest_step(session, job_id=job_id) if not steps else None
-            if newest is not None and newest < int(cursor["after"]):
-                # A requeued job resumed from an earlier checkpoint: its later steps are gone.
-                cursor["after"] = newest
-                return [("reset", {"step": newest}, None)]
-        cursor["state"] = state
-        if steps:
-            cursor["after"] = steps[-1]["step"]
-        return [("step", s, s["step"]) for s in steps]
-
-    def ended() -> dict[str, Any] | None:
-        return {"state": cursor["state"]} if cursor["state"] in ENDED else None
-
     await anyio.to_thread.run_sync(start)
-    stream = _poll_stream(request, tick, ended)
+    stream = follow_steps(request.app.state.metrics_hub, job_id, after)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
-
-
-async def _poll_stream(
-    request: Request,
-    tick: Callable[[], list[tuple[str, dict[str, Any], int | None]]],
-    ended: Callable[[], dict[str, Any] | None],
-) -> AsyncIterator[str]:
-    """Poll `tick` every SAM_FOLLOW_POLL_S and send its events; stop with `end` once `ended`
-    says so (after a tick that found nothing new), with `shutdown` when the server drains."""
-    state = request.app.state
-    poll_s, heartbeat_s = state.settings.follow_poll_s, state.settings.follow_heartbeat_s
-    yield "retry: 1000\n\n"
-    quiet = 0.0
-    while True:
-        if state.log_hub.draining:
-            yield sse("shutdown", json.dumps({"reconnect": True}))
-            return
-        try:
-            events = await anyio.to_thread.run_sync(tick)
-        except Exception as exc:  # noqa: BLE001 - e.g. the token was revoked: say so and end
-            yield sse("end", json.dumps({"error": str(exc)[:200]}))
-            return
-        for name, data, event_id in events:
-            yield sse(name, json.dumps(data), event_id)
-        if not events:
-            done = ended()
-            if done is not None:
-                yield sse("end", json.dumps(done))
-                return
-            quiet += poll_s
-            if quiet >= heartbeat_s:
-                quiet = 0.0
-                yield ": keep-alive\n\n"
-        else:
-            quiet = 0.0
-        await anyio.sleep(poll_s)
 
 
 def _event_id(header: str | None) -> int:

@@ -45,6 +45,17 @@ class ApiMetrics:
             registry=own,
             multiprocess_mode="livesum",
         )
+        self.event_followers = Gauge(
+            "sam_event_followers",
+            "Live /api/v1/events streams open (summed over server processes)",
+            registry=own,
+            multiprocess_mode="livesum",
+        )
+        self.event_polls = Counter(
+            "sam_event_polls",
+            "Database polls made for the /api/v1/events streams (one per tick per process)",
+            registry=own,
+        )
         self.registry = own if own is not None else CollectorRegistry()
         if shared:
             multiprocess.MultiProcessCollector(self.registry)

@@ -190,9 +190,9 @@ async def follow(hub: LogHub, job_id: str, after_id: int) -> AsyncIterator[str]:
         hub.unsubscribe(job_id, queue)
 
 
-def install_drain_on_signal(hub: LogHub) -> None:
-    """Chain SIGTERM/SIGINT so that followers get a final `shutdown` event at once and the
-    server's graceful shutdown (which waits for open responses) ends within moments."""
+def install_drain_on_signal(*hubs: Any) -> None:
+    """Chain SIGTERM/SIGINT so that every hub's followers get a final `shutdown` event at once
+    and the server's graceful shutdown (which waits for open responses) ends within moments."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
@@ -201,7 +201,8 @@ def install_drain_on_signal(hub: LogHub) -> None:
             return
 
         def handler(num: int, frame: Any, previous: Any = previous) -> None:
-            loop.call_soon_threadsafe(hub.drain)
+            for hub in hubs:
+                loop.call_soon_threadsafe(hub.drain)
             if callable(previous):
                 previous(num, frame)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -123,74 +124,107 @@ def wafer_online(wafer: Wafer, *, now: datetime | None = None, stale_s: float = 
     return wafer.state == "online" and beat is not None and (now - beat).total_seconds() < stale_s
 
 
+ADMIN_VIEW = "*"  # the viewer key of a cluster admin: every tenant's jobs
+
+
+def viewer_key(principal: Principal) -> str:
+    """Who a view is for: `ADMIN_VIEW` for the cluster admin, else the principal's tenant id.
+    Principals with the same key see the same cluster view and the same jobs."""
+    return ADMIN_VIEW if principal.is_admin else f"t{principal.tenant_id}"
+
+
+def job_visible(viewer: str, tenant_id: int | None) -> bool:
+    """Whether a job of `tenant_id` is shown to `viewer` (a `viewer_key`)."""
+    return viewer == ADMIN_VIEW or (tenant_id is not None and viewer == f"t{tenant_id}")
+
+
 def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) -> dict[str, Any]:
     """Wafers with their allocations (other tenants' job ids hidden from non-admins)."""
-    running = list(session.execute(select(Job).where(Job.wafer_id.is_not(None))).scalars())
-    out = []
-    for wafer in session.execute(select(Wafer).order_by(Wafer.id)).scalars():
-        allocs = []
-        for job in (j for j in running if j.wafer_id == wafer.id):
-            own = principal.is_admin or job.tenant_id == principal.tenant_id
-            allocs.append(
-                {
-                    "job_id": job.id if own else None,
-                    "tenant": job.tenant.name if own else None,
-                    "row": job.region_row,
-                    "col": job.region_col,
-                    "rows": job.region_rows,
-                    "cols": job.region_cols,
-                }
-            )
-        used = sum(int(a["rows"] or 0) * int(a["cols"] or 0) for a in allocs)
-        online = wafer_online(wafer, stale_s=stale_s)
-        space = FreeSpace.of(
-            wafer.rows,
-            wafer.cols,
-            [
-                (int(a["row"] or 0), int(a["col"] or 0), int(a["rows"] or 0), int(a["cols"] or 0))
-                for a in allocs
-                if a["rows"] and a["cols"]
-            ],
-        )
-        lr, lc = space.largest_free_rect()
-        out.append(
-            {
-                "id": wafer.id,
-                "arch": wafer.arch,
-                "rows": wafer.rows,
-                "cols": wafer.cols,
-                "state": "online" if online else "offline",
-                "free_pes": wafer.rows * wafer.cols - used,
-                "largest_free_rect": {"rows": lr, "cols": lc},
-                # 1 - largest free rectangle / free PEs: 0 when the free PEs form one rectangle
-                "fragmentation": round(space.fragmentation(), 4),
-                "allocations": allocs,
-            }
-        )
+    key = viewer_key(principal)
+    return cluster_views(session, viewers=[key], stale_s=stale_s)[key]
+
+
+def cluster_views(
+    session: Session, *, viewers: Iterable[str], stale_s: float = 15.0
+) -> dict[str, dict[str, Any]]:
+    """The `GET /cluster` view for each viewer key, from one read of the database (the live
+    event hub asks for every tenant with an open stream at once)."""
+    placed = select(Job).where(Job.wafer_id.is_not(None))
+    placed = placed.options(defer(Job.spec), defer(Job.files), defer(Job.report))
+    running = list(session.execute(placed.options(defer(Job.compile_summary))).scalars())
+    wafers = list(session.execute(select(Wafer).order_by(Wafer.id)).scalars())
     servers = [
         compile_server_view(s, stale_s=stale_s)
         for s in session.execute(select(CompileServer).order_by(CompileServer.id)).scalars()
     ]
-    return {
-        "wafers": out,
-        "compile_servers": servers,
-        "compile_queue": _compile_queue(session, principal),
-    }
-
-
-def _compile_queue(session: Session, principal: Principal) -> dict[str, int]:
-    """Jobs waiting for a compile slot (state queued) and compiling now, for the whole cluster
-    and for the caller's tenant (an admin's `mine` is every tenant's)."""
     waiting = (JobState.QUEUED.value, JobState.COMPILING.value)
     counts = session.execute(
         select(Job.state, Job.tenant_id, func.count())
         .where(Job.state.in_(waiting))
         .group_by(Job.state, Job.tenant_id)
     ).all()
+    names = {j.id: j.tenant.name for j in running}
+    views: dict[str, dict[str, Any]] = {}
+    for viewer in set(viewers):
+        out = []
+        for wafer in wafers:
+            allocs = []
+            for job in (j for j in running if j.wafer_id == wafer.id):
+                own = job_visible(viewer, job.tenant_id)
+                allocs.append(
+                    {
+                        "job_id": job.id if own else None,
+                        "tenant": names[job.id] if own else None,
+                        "row": job.region_row,
+                        "col": job.region_col,
+                        "rows": job.region_rows,
+                        "cols": job.region_cols,
+                    }
+                )
+            out.append(_wafer_view(wafer, allocs, stale_s=stale_s))
+        views[viewer] = {
+            "wafers": out,
+            "compile_servers": [dict(s) for s in servers],
+            "compile_queue": _compile_queue(counts, viewer),
+        }
+    return views
+
+
+def _wafer_view(wafer: Wafer, allocs: list[dict[str, Any]], *, stale_s: float) -> dict[str, Any]:
+    used = sum(int(a["rows"] or 0) * int(a["cols"] or 0) for a in allocs)
+    online = wafer_online(wafer, stale_s=stale_s)
+    space = FreeSpace.of(
+        wafer.rows,
+        wafer.cols,
+        [
+            (int(a["row"] or 0), int(a["col"] or 0), int(a["rows"] or 0), int(a["cols"] or 0))
+            for a in allocs
+            if a["rows"] and a["cols"]
+        ],
+    )
+    lr, lc = space.largest_free_rect()
+    return {
+        "id": wafer.id,
+        "arch": wafer.arch,
+        "rows": wafer.rows,
+        "cols": wafer.cols,
+        "state": "online" if online else "offline",
+        "free_pes": wafer.rows * wafer.cols - used,
+        "largest_free_rect": {"rows": lr, "cols": lc},
+        # 1 - largest free rectangle / free PEs: 0 when the free PEs form one rectangle
+        "fragmentation": round(space.fragmentation(), 4),
+        "allocations": allocs,
+    }
+
+
+def _compile_queue(counts: Iterable[Any], viewer: str) -> dict[str, int]:
+    """Jobs waiting for a compile slot (state queued) and compiling now, for the whole cluster
+    and for the viewer's tenant (an admin's `mine` is every tenant's)."""
+    waiting = (JobState.QUEUED.value, JobState.COMPILING.value)
     out = {state: 0 for state in waiting} | {f"{state}_mine": 0 for state in waiting}
     for state, tenant_id, n in counts:
         out[state] += n
-        if principal.is_admin or tenant_id == principal.tenant_id:
+        if job_visible(viewer, tenant_id):
             out[f"{state}_mine"] += n
     return out
 
