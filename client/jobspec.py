@@ -7,13 +7,16 @@ would silently win, which is a typo that must not pass).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from client import quickyaml
 from client.cerebras_config import config_sections, merge_config
 from client.errors import JobSpecError
+
+TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # The spec fields that name a file uploaded with the job (CONTRACT section 1).
 MAX_JOB_FILE_BYTES = 1 << 20  # the server's default request limit; a spec is a few hundred bytes

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from client import quickhttp
 from client.config import DEFAULT_URL
 from client.errors import SamAPIError, SamConnectionError
-from client.sse import ServerSentEvent, parse_sse
 
+TYPE_CHECKING = False  # typing's import (and these) are spared on `sam submit`'s path
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from pathlib import Path
+    from typing import Any
+
     import httpx
+
+    from client.sse import ServerSentEvent
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE_STATES = ("queued", "compiling", "pending", "running", "cancelling")
@@ -122,6 +123,8 @@ class SamClient:
     ) -> quickhttp.QuickResponse:
         url = self.url + API_PREFIX + path
         if params:
+            from urllib.parse import urlencode
+
             url += "?" + urlencode(params, doseq=True)
         all_headers = {**self._headers, **(headers or {})}
         body = None
@@ -182,7 +185,7 @@ class SamClient:
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Create a job; a retry with the same `idempotency_key` returns the same job."""
-        key = idempotency_key or uuid.uuid4().hex
+        key = idempotency_key or new_idempotency_key()
         body = {"spec": spec, "files": files or {}}
         return self._json("POST", "/jobs", json=body, headers={"Idempotency-Key": key})
 
@@ -308,6 +311,8 @@ class SamClient:
 
     def _follow_once(self, job_id: str, last_id: str | None) -> Iterator[ServerSentEvent]:
         import httpx
+
+        from client.sse import ServerSentEvent, parse_sse
 
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if last_id:
@@ -492,6 +497,17 @@ class SamClient:
         """Revoke a token and issue a new one: the new token's object with its `token`, shown
         only this once."""
         return self._json("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
+
+
+def new_idempotency_key() -> str:
+    """A random key as `uuid.uuid4().hex` writes it (32 hex digits, version 4); built here
+    because the uuid module imports platform, a noticeable part of a short command's start."""
+    import os
+
+    number = int.from_bytes(os.urandom(16), "big")
+    number = (number & ~(0xC000 << 48)) | (0x8000 << 48)  # the RFC 4122 variant
+    number = (number & ~(0xF000 << 64)) | (4 << 76)  # version 4
+    return f"{number:032x}"
 
 
 def _json_dumps(data: Any) -> bytes:
