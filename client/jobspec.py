@@ -1,9 +1,10 @@
 """Read a `job.yaml` safely and collect the files it names, ready to upload.
 
-The loader is PyYAML's SafeLoader with two refusals: anchors and aliases (an alias bomb, the
-"billion laughs", expands a few hundred bytes into gigabytes) and duplicate keys (the second one
-would silently win, which is a typo that must not pass).
-"""
+Job files in the plain YAML subset they are written in are read by client.quickyaml (exactly
+as PyYAML would, without PyYAML's import); anything else by PyYAML's SafeLoader with two
+refusals: anchors and aliases (an alias bomb, the "billion laughs", expands a few hundred bytes
+into gigabytes) and duplicate keys (the second one would silently win, which is a typo that
+must not pass)."""
 
 from __future__ import annotations
 
