@@ -189,13 +189,18 @@ def submit_quickly(argv: list[str]) -> int | None:
         _stderr("\nAborted!")  # click's words for an interrupted command
         return 1
     if args.get("parsable"):
-        _stdout(str(job["id"]))
+        text = str(job["id"])
     elif args.get("output") == "json":
         from client.output import dump_data
 
-        _stdout(dump_data(job, "json"))
+        text = dump_data(job, "json")
     else:
-        _stdout(submitted_text(job))
+        text = submitted_text(job)
+    try:
+        _stdout(text)
+    except BrokenPipeError:  # `sam submit ... | head -0`: as click's main, no traceback, status 1
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -188,3 +188,31 @@ def test_parse_submit_args(tmp_path: Path, monkeypatch, argv: list[str], expecte
         assert got is None
     else:
         assert got is not None and expected.items() <= got.items()
+
+
+def test_a_closed_stdout_ends_quietly_with_status_1_as_clicks_does(
+    live_server, token: str, job_dir: Path
+) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SAM_")},
+        "SAM_URL": live_server.url,
+        "SAM_TOKEN": token,
+        "HOME": str(job_dir),
+    }
+    results = []
+    for module in ("entry", "cli"):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # `sam submit job.yaml | head -0`
+        done = subprocess.run(
+            [sys.executable, "-c", f"import sys\nfrom client.{module} import main\nmain()"]
+            + ["submit", "job.yaml"],
+            cwd=job_dir,
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+        os.close(write_end)
+        results.append((done.returncode, done.stderr))
+    assert results[0] == results[1] == (1, "")
