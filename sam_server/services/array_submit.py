@@ -18,9 +18,11 @@ from sam_server.services.arrays import (
     insert_events,
     insert_tasks,
     parse_array,
+    placeholder_tree,
     placeholders_reach_compile,
     seq_base,
     substitute,
+    substitute_tree,
     task_values,
 )
 from sam_server.services.auth import Principal
@@ -71,11 +73,14 @@ def submit_array(
     constant["array_job_id"] = array_id
     spec_head = json.dumps(base["spec"])[:-1]  # the spec's JSON without its closing brace
     same_hash = not templated or not placeholders_reach_compile(raw)
+    tree = placeholder_tree(raw) if templated else None
     rows: list[tuple[Any, ...]] = []
     per_spec: tuple[Any, ...] = ()
     for offset, index in enumerate(array.indices):
         if templated:
-            parsed = first if offset == 0 else _task_spec(raw, array_id, index, count, templated)
+            parsed = (
+                first if offset == 0 else _task_spec(raw, array_id, index, count, templated, tree)
+            )
             spec, per_spec = _per_spec_values(
                 parsed, files, principal.tenant_id, base["compile_hash"] if same_hash else None
             )
@@ -117,12 +122,19 @@ SPEC_COLUMNS = (
 
 
 def _task_spec(
-    raw: dict[str, Any], array_id: str, index: int, count: int, templated: bool
+    raw: dict[str, Any],
+    array_id: str,
+    index: int,
+    count: int,
+    templated: bool,
+    tree: dict[Any, Any] | None = None,
 ) -> JobSpec:
+    """Task `index`'s spec, validated; `tree`: `placeholder_tree(raw)`, computed once."""
     if not templated:
         return parse_spec(raw)
     try:
-        return parse_spec(substitute(raw, task_values(array_id, index, count)))
+        values = task_values(array_id, index, count)
+        return parse_spec(substitute_tree(raw, tree, values) if tree else substitute(raw, values))
     except InvalidSpec as exc:
         raise InvalidSpec(f"array task {index}: {exc.detail}", errors=exc.errors) from exc
 

@@ -93,6 +93,41 @@ def substitute(spec: Any, values: dict[str, str], *, key: str | None = None) -> 
         return {k: substitute(v, values, key=k) for k, v in spec.items()}
     if isinstance(spec, list):
         return [substitute(v, values) for v in spec]
+    return _substitute_value(spec, values, key)
+
+
+def placeholder_tree(spec: Any) -> dict[Any, Any] | None:
+    """Where `spec`'s placeholders are: {key or list index: subtree, or None at a value that
+    holds one}; None when there is none. `substitute_tree` then copies only those branches."""
+    if isinstance(spec, dict | list):
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        tree: dict[Any, Any] = {}
+        for k, v in items:
+            if isinstance(v, dict | list):
+                sub = placeholder_tree(v)
+                if sub is not None:
+                    tree[k] = sub
+            elif isinstance(v, str) and _PLACEHOLDER.search(v):
+                tree[k] = None
+        return tree or None
+    return None
+
+
+def substitute_tree(spec: Any, tree: dict[Any, Any], values: dict[str, str]) -> Any:
+    """What `substitute(spec, values)` gives, for the `placeholder_tree(spec)` of `spec`: the
+    branches without placeholders are shared with `spec`, not copied (an array's 10,000 tasks
+    each need their own values, not their own copy of the whole spec)."""
+    copy: Any = dict(spec) if isinstance(spec, dict) else list(spec)
+    for k, sub in tree.items():
+        key = k if isinstance(spec, dict) else None
+        if sub is None:
+            copy[k] = _substitute_value(spec[k], values, key)
+        else:
+            copy[k] = substitute_tree(spec[k], sub, values)
+    return copy
+
+
+def _substitute_value(spec: Any, values: dict[str, str], key: str | None) -> Any:
     if not isinstance(spec, str) or "${" not in spec:
         return spec
     text = _PLACEHOLDER.sub(lambda m: values[m.group(1)], spec)

@@ -93,3 +93,30 @@ def test_shared_values_with_awkward_characters_survive_the_bulk_insert(client, s
     own = parse_spec({k: v for k, v in raw.items() if k != "array"})
     assert first.compile_hash == compile_hash(own, {"model.py": MODEL_PY}, first.tenant_id)
     assert json.loads(json.dumps(first.spec))["name"] == name
+
+
+def test_substituting_only_the_placeholders_branches_gives_substitutes_result() -> None:
+    from sam_server.services.arrays import placeholder_tree, substitute_tree
+
+    raw = spec(
+        "sweep-${SAM_ARRAY_TASK_ID}",
+        train={
+            "seed": "${SAM_ARRAY_TASK_ID}",
+            "optimizer": {"name": "sgd", "lr": "1e-${SAM_ARRAY_TASK_ID}"},
+        },
+        data={
+            "source": "synthetic",
+            "input_shape": ["${SAM_ARRAY_TASK_COUNT}", 8],
+            "note": "${HOME} stays",
+            "tags": [{"k": "${SAM_ARRAY_JOB_ID}"}, "plain"],
+        },
+    )
+    tree = placeholder_tree(raw)
+    assert tree is not None and "resources" not in tree and "note" not in tree["data"]
+    for index in (0, 7, 12345):
+        values = task_values("jabc", index, 20)
+        got = substitute_tree(raw, tree, values)
+        assert got == substitute(raw, values)
+        assert repr(got) == repr(substitute(raw, values))  # 1e-7 a float, the name a string
+    assert raw["train"]["seed"] == "${SAM_ARRAY_TASK_ID}"  # the template itself is untouched
+    assert placeholder_tree(spec("plain")) is None
