@@ -19,6 +19,11 @@ then measures, in one run so that ratios compare:
   CPUs=2 State=UNKNOWN, PartitionName=debug Nodes=ALL Default=YES, ProctrackType=proctrack/linuxproc,
   SelectType=select/cons_tres), then start `munged`, `slurmctld` and `slurmd`.
 
+The timed calls run without PYTHONDONTWRITEBYTECODE (a sandboxed shell may set it): a user's
+`sam` has its modules' bytecode cached (pip writes it at install; an editable install's first
+run writes it), and without the cache every call would compile the client from source (about
+as much CPU again as the submit itself). The warm-up call before each series writes it.
+
 Each rate also reports its calls' own CPU milliseconds per call (user + system of the child
 processes, the server's excluded), which a machine loaded by other work bends less than wall time.
 Ends with one JSON line: {"cli_submits_per_s", "array_tasks_per_s", "client_install_mb",
@@ -168,6 +173,7 @@ def main() -> None:
         try:
             token = make_user(base)
             env = dict(os.environ, SAM_URL=base, SAM_TOKEN=token, HOME=str(where))
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's shell: bytecode cached
             sam = args.sam or str(Path(sys.executable).with_name("sam"))
             submit = ["job.yaml", "--parsable"]
             floor = per_second(

@@ -14,9 +14,11 @@ must agree; a key the seed does not define is an error, like any unknown spec ke
 
 from __future__ import annotations
 
-from typing import Any
-
 from client.errors import JobSpecError
+
+TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
+if TYPE_CHECKING:
+    from typing import Any
 
 SECTION_OF: dict[str, str] = {
     "target_device": "compile_options",

@@ -15,8 +15,8 @@ import click
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-from client.config import config_file_path
 from client.errors import SamAPIError, SamClientError
+from client.fastpath import api_error_lines
 from client.plugins import discover_plugins, load_plugin, unavailable_command
 
 # name -> "module:attribute". Imported only when invoked (or listed by --help/completion), so
@@ -113,20 +113,8 @@ class SamGroup(click.Group):
 
 def report_api_error(exc: SamAPIError, ctx: click.Context) -> None:
     """Print `error: <title>: <detail>`, each field error, and a hint for auth failures."""
-    click.echo(f"error: {exc.summary()}", err=True)
-    for line in exc.field_messages():
-        if line != exc.detail:  # a single field error is often the detail itself
-            click.echo(f"  {line}", err=True)
-    config = ctx.meta.get("sam.config")
-    if exc.status == 401 and config is not None:
-        if config.token is None:
-            click.echo(
-                "hint: no token configured; pass --token, set SAM_TOKEN, run `sam login`, or "
-                f'put token = "..." in {config_file_path()}',
-                err=True,
-            )
-        else:
-            click.echo(f"hint: the token from {config.token_source} was refused", err=True)
+    for line in api_error_lines(exc, ctx.meta.get("sam.config")):
+        click.echo(line, err=True)
 
 
 def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -12,27 +12,45 @@ Contexts (kubectl's habit): the file may hold named `[contexts.NAME]` tables wit
 
 from __future__ import annotations
 
-import json
 import os
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from client.errors import ClientConfigError
+
+TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
-@dataclass(frozen=True)
 class ClientConfig:
-    """The resolved connection settings, and where each came from (for error messages)."""
+    """The resolved connection settings, and where each came from (for error messages).
 
-    url: str
-    token: str | None
-    url_source: str
-    token_source: str
+    A plain class: importing dataclasses (and inspect with it) costs a short command more than
+    this whole module."""
+
+    __slots__ = ("url", "token", "url_source", "token_source")
+
+    def __init__(self, url: str, token: str | None, url_source: str, token_source: str) -> None:
+        self.url = url
+        self.token = token
+        self.url_source = url_source
+        self.token_source = token_source
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientConfig(url={self.url!r}, token={'***' if self.token else None}, "
+            f"url_source={self.url_source!r}, token_source={self.token_source!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClientConfig):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def config_file_path(env: Mapping[str, str] | None = None) -> Path:
@@ -46,6 +64,8 @@ def config_file_path(env: Mapping[str, str] | None = None) -> Path:
 
 def read_config_document(path: Path) -> dict[str, Any]:
     """The whole TOML config file; an absent file gives `{}`."""
+    import tomllib  # only when a setting is not given by a flag or the environment
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
@@ -129,6 +149,8 @@ def resolve_config(
 def write_config_file(path: Path, settings: Mapping[str, Any]) -> None:
     """Write settings as TOML (top-level strings, then `[contexts.NAME]` tables), readable by
     the owner only (it holds secrets)."""
+    import json
+
     path.parent.mkdir(parents=True, exist_ok=True)
     # JSON string escapes are valid TOML basic-string escapes for these ASCII-safe values.
     body = "".join(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SamClientError(Exception):

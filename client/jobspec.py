@@ -1,76 +1,43 @@
 """Read a `job.yaml` safely and collect the files it names, ready to upload.
 
-The loader is PyYAML's SafeLoader with two refusals: anchors and aliases (an alias bomb, the
-"billion laughs", expands a few hundred bytes into gigabytes) and duplicate keys (the second one
-would silently win, which is a typo that must not pass).
-"""
+Job files in the plain YAML subset they are written in are read by client.quickyaml (exactly
+as PyYAML would, without PyYAML's import); anything else by PyYAML's SafeLoader with two
+refusals: anchors and aliases (an alias bomb, the "billion laughs", expands a few hundred bytes
+into gigabytes) and duplicate keys (the second one would silently win, which is a typo that
+must not pass)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from client import quickyaml
 from client.cerebras_config import config_sections, merge_config
 from client.errors import JobSpecError
 
+TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 # The spec fields that name a file uploaded with the job (CONTRACT section 1).
-MAX_FLOW_NESTING = 32
 MAX_JOB_FILE_BYTES = 1 << 20  # the server's default request limit; a spec is a few hundred bytes
 FILE_FIELDS: tuple[tuple[str, str], ...] = (("model", "file"), ("data", "file"))
 
 
-class _NoAliasSafeLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses anchors, aliases and duplicate mapping keys."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102 - PyYAML hook
-        event = self.peek_event()
-        anchor = getattr(event, "anchor", None)
-        if anchor is not None:
-            kind = "alias" if isinstance(event, yaml.AliasEvent) else "anchor"
-            sigil = "*" if kind == "alias" else "&"
-            raise JobSpecError(
-                f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}: "
-                f"YAML {kind} {sigil}{anchor} is not allowed in a job file; "
-                "write the value out in full"
-            )
-        return super().compose_node(parent, index)
-
-    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 - PyYAML hook
-        # PyYAML's scanner is quadratic in the depth of nested [ ] / { }: a few kilobytes of
-        # brackets would take minutes, so refuse depth no job spec needs.
-        if self.flow_level >= MAX_FLOW_NESTING:
-            mark = self.get_mark()
-            raise JobSpecError(
-                f"line {mark.line + 1}, column {mark.column + 1}: [ ] and {{ }} are nested more "
-                f"than {MAX_FLOW_NESTING} deep; a job spec needs only a few levels"
-            )
-        super().fetch_flow_collection_start(TokenClass)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                first = seen.get(key)
-            except TypeError:
-                continue  # unhashable keys are rejected by PyYAML itself
-            if first is not None:
-                raise JobSpecError(
-                    f"line {line}: duplicate key {key!r} (first given on line {first}); "
-                    "keep only one"
-                )
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
 def parse_job_yaml(text: str, source: str = "<job file>") -> dict[str, Any]:
-    """Parse job YAML text into a dict; raises JobSpecError naming the line on any problem."""
+    """Parse job YAML text into a dict; raises JobSpecError naming the line on any problem.
+
+    The plain subset job files are written in is read by client.quickyaml (PyYAML's import is a
+    fifth of a short command's start-up); anything else, errors included, by PyYAML."""
+    quick = quickyaml.parse(text)
+    if quick is not None:
+        return quick
+    import yaml
+
+    from client.yamlloader import NoAliasSafeLoader
+
     try:
-        data = yaml.load(text, Loader=_NoAliasSafeLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=NoAliasSafeLoader)  # noqa: S506 - a SafeLoader subclass
     except JobSpecError as exc:
         raise JobSpecError(f"{source}: {exc}") from None
     except yaml.MarkedYAMLError as exc:

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
 
 # Slurm-style short state codes (squeue's ST column).
@@ -30,6 +28,8 @@ def dump_data(data: Any, fmt: str) -> str:
     """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`)."""
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=False, default=str)
+    import yaml  # only for YAML output (its import is a large part of a short command's start)
+
     text: str = yaml.safe_dump(
         data, sort_keys=False, default_flow_style=False, allow_unicode=True
     ).rstrip("\n")

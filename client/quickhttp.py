@@ -9,11 +9,12 @@ tests' fake transports keep using httpx (client.sdk decides).
 
 from __future__ import annotations
 
+import _socket  # socket.py imports selectors and builds enums: most of this path's import
 import json
-import socket
-from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
+
+TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class QuickHTTPError(OSError):
@@ -24,20 +25,23 @@ class QuickHTTPError(OSError):
         self.sent = sent  # False: the server surely never saw the request (safe to resend)
 
 
-@dataclass
 class QuickRequest:
-    url: str
+    def __init__(self, url: str) -> None:
+        self.url = url
 
 
-@dataclass
 class QuickResponse:
-    """The parts of an httpx.Response that client.sdk reads."""
+    """The parts of an httpx.Response that client.sdk reads (a plain class: importing
+    dataclasses costs a short command more than this whole module)."""
 
-    status_code: int
-    reason_phrase: str
-    headers: dict[str, str]
-    content: bytes
-    request: QuickRequest = field(default_factory=lambda: QuickRequest(""))
+    def __init__(
+        self, status_code: int, reason_phrase: str, headers: dict[str, str], content: bytes
+    ) -> None:
+        self.status_code = status_code
+        self.reason_phrase = reason_phrase
+        self.headers = headers
+        self.content = content
+        self.request = QuickRequest("")
 
     @property
     def is_error(self) -> bool:
@@ -55,30 +59,64 @@ def request(
     url: str, method: str, headers: dict[str, str], body: bytes | None, timeout_s: float
 ) -> QuickResponse:
     """Send `method url` (an `http://` URL with its query) and return the whole answer."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}", "Connection: close"]
+    netloc, host, port, target = split_url(url)
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {netloc}", "Connection: close"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     try:
-        conn = socket.create_connection((host, port), timeout=min(timeout_s, 10.0))
+        conn = connect(host, port, min(timeout_s, 10.0))
     except OSError as exc:
         raise QuickHTTPError(_reason(exc), sent=False) from exc
-    with conn:
+    try:
         conn.settimeout(timeout_s)
-        try:
-            conn.sendall(head + (body or b""))
-            chunks = []
-            while chunk := conn.recv(65536):
-                chunks.append(chunk)
-        except OSError as exc:
-            raise QuickHTTPError(_reason(exc), sent=True) from exc
+        conn.sendall(head + (body or b""))
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise QuickHTTPError(_reason(exc), sent=True) from exc
+    finally:
+        conn.close()
     response = parse_response(b"".join(chunks))
     response.request = QuickRequest(url)
     return response
+
+
+def connect(host: str, port: int, timeout_s: float) -> _socket.socket:
+    """socket.create_connection's loop over the host's addresses, on the C module."""
+    # An ASCII name goes as bytes: a str would load the idna codec (and stringprep) to encode it.
+    name = host.encode("ascii") if host.isascii() else host.encode("idna")
+    error: OSError | None = None
+    for family, kind, proto, _canonical, address in _socket.getaddrinfo(
+        name, port, 0, _socket.SOCK_STREAM
+    ):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError(f"no address found for {host}")
+
+
+def split_url(url: str) -> tuple[str, str, int, str]:
+    """(netloc, host, port, request target) of an `http://` URL; urllib.parse (and the
+    ipaddress module it imports) only for the forms a plain split would misread."""
+    netloc, slash, rest = url.removeprefix("http://").partition("/")
+    if "@" in netloc or "[" in netloc or "#" in rest or not url.startswith("http://"):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return parts.netloc, parts.hostname or "127.0.0.1", parts.port or 80, target
+    host, colon, port = netloc.partition(":")
+    if colon and port and not port.isdigit():
+        raise QuickHTTPError(f"bad port in {url!r}", sent=False)
+    return netloc, host or "127.0.0.1", int(port) if port else 80, "/" + rest
 
 
 def parse_response(raw: bytes) -> QuickResponse:

@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from client import quickhttp
 from client.config import DEFAULT_URL
 from client.errors import SamAPIError, SamConnectionError
-from client.sse import ServerSentEvent, parse_sse
 
+TYPE_CHECKING = False  # typing's import (and these) are spared on `sam submit`'s path
 if TYPE_CHECKING:
-    from typing import TypeVar
+    from collections.abc import Callable, Iterable, Iterator
+    from pathlib import Path
+    from typing import Any, TypeVar
 
     import httpx
+
+    from client.sse import ServerSentEvent
 
     # A reply of either transport (httpx, or the plain-socket path); only the checker needs it.
     _Reply = TypeVar("_Reply", httpx.Response, quickhttp.QuickResponse)
@@ -127,6 +126,8 @@ class SamClient:
     ) -> quickhttp.QuickResponse:
         url = self.url + API_PREFIX + path
         if params:
+            from urllib.parse import urlencode
+
             url += "?" + urlencode(params, doseq=True)
         all_headers = {**self._headers, **(headers or {})}
         body = None
@@ -194,7 +195,7 @@ class SamClient:
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Create a job; a retry with the same `idempotency_key` returns the same job."""
-        key = idempotency_key or uuid.uuid4().hex
+        key = idempotency_key or new_idempotency_key()
         body = {"spec": spec, "files": files or {}}
         return self._json_object("POST", "/jobs", json=body, headers={"Idempotency-Key": key})
 
@@ -320,6 +321,8 @@ class SamClient:
 
     def _follow_once(self, job_id: str, last_id: str | None) -> Iterator[ServerSentEvent]:
         import httpx
+
+        from client.sse import ServerSentEvent, parse_sse
 
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if last_id:
@@ -506,6 +509,17 @@ class SamClient:
         """Revoke a token and issue a new one: the new token's object with its `token`, shown
         only this once."""
         return self._json_object("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
+
+
+def new_idempotency_key() -> str:
+    """A random key as `uuid.uuid4().hex` writes it (32 hex digits, version 4); built here
+    because the uuid module imports platform, a noticeable part of a short command's start."""
+    import os
+
+    number = int.from_bytes(os.urandom(16), "big")
+    number = (number & ~(0xC000 << 48)) | (0x8000 << 48)  # the RFC 4122 variant
+    number = (number & ~(0xF000 << 64)) | (4 << 76)  # version 4
+    return f"{number:032x}"
 
 
 def _json_dumps(data: Any) -> bytes:

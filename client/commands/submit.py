@@ -11,6 +11,7 @@ import click
 
 from client.commands.options import connection_options, echo_data, echo_message, open_client
 from client.errors import SamAPIError, SamConnectionError
+from client.fastpath import submitted_text, with_directives
 from client.jobspec import load_job_file
 from client.output import dump_data, format_progress
 from client.sdk import TERMINAL_STATES, SamClient
@@ -120,23 +121,6 @@ def submit(
             raise click.exceptions.Exit(1)
 
 
-def with_directives(
-    spec: dict[str, Any],
-    array: str | None,
-    dependency: str | None,
-    hold_it: bool,
-    kill_invalid_depend: bool,
-) -> dict[str, Any]:
-    """The spec with the command line's sbatch-like options (they win over the file's keys)."""
-    extra: dict[str, Any] = {"array": array, "dependency": dependency}
-    extra = {k: v for k, v in extra.items() if v is not None}
-    if hold_it:
-        extra["hold"] = True
-    if kill_invalid_depend:
-        extra["kill_invalid_depend"] = True
-    return {**spec, **extra}
-
-
 def _print_validation(result: dict[str, Any], output: str) -> None:
     if output != "text":
         echo_data(result, output)
@@ -152,13 +136,8 @@ def _print_submitted(job: dict[str, Any], output: str, parsable: bool) -> None:
         click.echo(job["id"])
     elif output != "text":
         echo_data(job, output)
-    elif job.get("array"):
-        tasks = job["array"].get("tasks")
-        click.echo(
-            f"Submitted array job {job['id']} ({tasks} tasks) to tenant {job.get('tenant', '-')}"
-        )
     else:
-        click.echo(f"Submitted job {job['id']} to tenant {job.get('tenant', '-')}")
+        click.echo(submitted_text(job))
 
 
 def follow_job(client: SamClient, job_id: str, *, poll_interval_s: float = 1.0) -> dict[str, Any]:

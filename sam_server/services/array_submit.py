@@ -15,10 +15,14 @@ from sam_server.schemas.jobs import iso
 from sam_server.services.arrays import (
     add_array,
     has_placeholders,
+    insert_events,
     insert_tasks,
     parse_array,
+    placeholder_tree,
+    placeholders_reach_compile,
     seq_base,
     substitute,
+    substitute_tree,
     task_values,
 )
 from sam_server.services.auth import Principal
@@ -62,75 +66,95 @@ def submit_array(
     base.update(directives.columns(), array_max_running=array.max_running, files={})
     add_array(session, array_id=array_id, head=base, array=array, files=files)
     start = seq_base()
-    tasks, events = [], []
+    # Per task only the columns that differ; with ${SAM_ARRAY_*} in the spec also those that
+    # follow from each task's own spec. The rest are written once for the whole array.
+    varying = VARYING + (SPEC_COLUMNS if templated else ())
+    constant = {k: v for k, v in base.items() if k not in varying}
+    constant["array_job_id"] = array_id
     spec_head = json.dumps(base["spec"])[:-1]  # the spec's JSON without its closing brace
+    same_hash = not templated or not placeholders_reach_compile(raw)
+    tree = placeholder_tree(raw) if templated else None
+    rows: list[tuple[Any, ...]] = []
+    per_spec: tuple[Any, ...] = ()
     for offset, index in enumerate(array.indices):
-        values = dict(base)
-        if templated and offset:
-            parsed = _task_spec(raw, array_id, index, count, templated)
-            values.update(_per_spec_values(parsed, files, principal.tenant_id))
-            spec_head = json.dumps(values["spec"])[:-1]
-        job_id = f"{array_id}_{index}"
+        if templated:
+            parsed = (
+                first if offset == 0 else _task_spec(raw, array_id, index, count, templated, tree)
+            )
+            spec, per_spec = _per_spec_values(
+                parsed, files, principal.tenant_id, base["compile_hash"] if same_hash else None
+            )
+            spec_head = json.dumps(spec)[:-1]
         # The spec as stored: JSON text with the task's place in the array (the sandbox's
-        # SAM_ARRAY_* variables), built by concatenation rather than one encoding per task.
-        task = json.dumps({"array_job_id": array_id, "task_id": index, "task_count": count})
-        values.update(
-            id=job_id,
-            seq=start + offset,
-            spec=f'{spec_head}, "array_task": {task}}}',
-            array_job_id=array_id,
-            array_task_id=index,
-            idempotency_key=idempotency_key if offset == 0 else None,
+        # SAM_ARRAY_* variables), as json.dumps writes it; array ids are [a-z0-9] only.
+        task = f'{{"array_job_id": "{array_id}", "task_id": {index}, "task_count": {count}}}'
+        rows.append(
+            (
+                f"{array_id}_{index}",
+                start + offset,
+                f'{spec_head}, "array_task": {task}}}',
+                index,
+                idempotency_key if offset == 0 else None,
+                *per_spec,
+            )
         )
-        tasks.append(values)
-        events.append(
-            {
-                "job_id": job_id,
-                "at": values["created_at"],
-                "from_state": None,
-                "to_state": "queued",
-                "reason": f"submitted by {principal.name} (array {array_id}, task {index})",
-            }
-        )
-    varying = VARYING | (SPEC_COLUMNS if templated else frozenset())
-    insert_tasks(session, tasks, events, varying=varying)
+    insert_tasks(session, constant, varying, rows)
+    event = {"at": base["created_at"], "from_state": None, "to_state": "queued"}
+    who = f"submitted by {principal.name} (array {array_id}, task "
+    insert_events(
+        session, event, [(job_id, f"{who}{job_id.rpartition('_')[2]})") for job_id, *_ in rows]
+    )
     return Submitted(_view(array_id, base, array.text, count, principal), created=True)
 
 
-# The columns that differ between the tasks of one array; with ${SAM_ARRAY_*} in the spec,
-# also those that follow from each task's own spec.
-VARYING = frozenset({"id", "seq", "spec", "array_task_id", "idempotency_key"})
-SPEC_COLUMNS = frozenset(
-    {"name", "priority", "req_rows", "req_cols", "time_limit_s", "total_steps", "compile_hash"}
+# The columns that differ between the tasks of one array (in the order of insert_tasks' row
+# tuples); with ${SAM_ARRAY_*} in the spec, also those that follow from each task's own spec.
+VARYING = ("id", "seq", "spec", "array_task_id", "idempotency_key")
+SPEC_COLUMNS = (
+    "name",
+    "priority",
+    "req_rows",
+    "req_cols",
+    "time_limit_s",
+    "total_steps",
+    "compile_hash",
 )
 
 
 def _task_spec(
-    raw: dict[str, Any], array_id: str, index: int, count: int, templated: bool
+    raw: dict[str, Any],
+    array_id: str,
+    index: int,
+    count: int,
+    templated: bool,
+    tree: dict[Any, Any] | None = None,
 ) -> JobSpec:
+    """Task `index`'s spec, validated; `tree`: `placeholder_tree(raw)`, computed once."""
     if not templated:
         return parse_spec(raw)
     try:
-        return parse_spec(substitute(raw, task_values(array_id, index, count)))
+        values = task_values(array_id, index, count)
+        return parse_spec(substitute_tree(raw, tree, values) if tree else substitute(raw, values))
     except InvalidSpec as exc:
         raise InvalidSpec(f"array task {index}: {exc.detail}", errors=exc.errors) from exc
 
 
 def _per_spec_values(
-    parsed: JobSpec, files: dict[str, str], tenant_id: int | None
-) -> dict[str, Any]:
-    """The columns that follow from a task's own (substituted) spec."""
+    parsed: JobSpec, files: dict[str, str], tenant_id: int | None, same_hash: str | None
+) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """(the task's spec as stored, its SPEC_COLUMNS values). `same_hash`: the compile hash when
+    the placeholders reach no compile input (every task shares it), else None: hashed here."""
     rows, cols = parsed.resources.shape()
-    return {
-        "name": parsed.name,
-        "priority": parsed.priority,
-        "spec": parsed.model_dump(mode="json", by_alias=True),
-        "req_rows": rows,
-        "req_cols": cols,
-        "time_limit_s": parsed.resources.time_limit,
-        "total_steps": parsed.run_options.total_steps if parsed.mode == "train" else 0,
-        "compile_hash": compile_hash(parsed, files, tenant_id),
-    }
+    dumped = parsed.model_dump(mode="json", by_alias=True)
+    return dumped, (
+        parsed.name,
+        parsed.priority,
+        rows,
+        cols,
+        parsed.resources.time_limit,
+        parsed.run_options.total_steps if parsed.mode == "train" else 0,
+        same_hash or compile_hash(parsed, files, tenant_id, dumped=dumped),
+    )
 
 
 def _view(

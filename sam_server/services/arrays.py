@@ -8,9 +8,12 @@ A task is an ordinary job whose id is `<array id>_<index>` (`sam cancel j…_7` 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, insert, select
@@ -90,6 +93,41 @@ def substitute(spec: Any, values: dict[str, str], *, key: str | None = None) -> 
         return {k: substitute(v, values, key=k) for k, v in spec.items()}
     if isinstance(spec, list):
         return [substitute(v, values) for v in spec]
+    return _substitute_value(spec, values, key)
+
+
+def placeholder_tree(spec: Any) -> dict[Any, Any] | None:
+    """Where `spec`'s placeholders are: {key or list index: subtree, or None at a value that
+    holds one}; None when there is none. `substitute_tree` then copies only those branches."""
+    if isinstance(spec, dict | list):
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        tree: dict[Any, Any] = {}
+        for k, v in items:
+            if isinstance(v, dict | list):
+                sub = placeholder_tree(v)
+                if sub is not None:
+                    tree[k] = sub
+            elif isinstance(v, str) and _PLACEHOLDER.search(v):
+                tree[k] = None
+        return tree or None
+    return None
+
+
+def substitute_tree(spec: Any, tree: dict[Any, Any], values: dict[str, str]) -> Any:
+    """What `substitute(spec, values)` gives, for the `placeholder_tree(spec)` of `spec`: the
+    branches without placeholders are shared with `spec`, not copied (an array's 10,000 tasks
+    each need their own values, not their own copy of the whole spec)."""
+    copy: Any = dict(spec) if isinstance(spec, dict) else list(spec)
+    for k, sub in tree.items():
+        key = k if isinstance(spec, dict) else None
+        if sub is None:
+            copy[k] = _substitute_value(spec[k], values, key)
+        else:
+            copy[k] = substitute_tree(spec[k], sub, values)
+    return copy
+
+
+def _substitute_value(spec: Any, values: dict[str, str], key: str | None) -> Any:
     if not isinstance(spec, str) or "${" not in spec:
         return spec
     text = _PLACEHOLDER.sub(lambda m: values[m.group(1)], spec)
@@ -139,61 +177,147 @@ def add_array(
 
 def insert_tasks(
     session: Session,
-    tasks: list[dict[str, Any]],
-    events: list[dict[str, Any]],
-    *,
-    varying: frozenset[str],
+    constant: dict[str, Any],
+    varying: Sequence[str],
+    rows: list[tuple[Any, ...]],
 ) -> None:
-    """Every task and its `submitted` event in two driver-level executemany calls, not a
-    statement (or a transaction) per task. `varying`: the keys whose values differ between
-    tasks; the others are converted for the database once. `spec` comes as JSON text."""
-    _bulk_insert(session, cast(Table, Job.__table__), tasks, varying, text_keys={"spec"})
-    event_keys = frozenset({"job_id", "reason"})
-    _bulk_insert(session, cast(Table, JobEvent.__table__), events, event_keys, text_keys=set())
+    """Every task of an array in one bulk statement: `rows` hold each task's `varying` column
+    values (its spec as JSON text), `constant` the values all tasks share."""
+    table = cast(Table, Job.__table__)
+    insert_rows(session, table, constant, varying, rows, text_keys=frozenset({"spec"}))
 
 
-def _bulk_insert(
+def insert_events(session: Session, constant: dict[str, Any], rows: list[tuple[str, str]]) -> None:
+    """Each task's `submitted` event: `rows` are (job_id, reason)."""
+    insert_rows(session, cast(Table, JobEvent.__table__), constant, ("job_id", "reason"), rows)
+
+
+def placeholders_reach_compile(spec: dict[str, Any]) -> bool:
+    """Whether a `${SAM_ARRAY_*}` sits in a value that feeds the compile hash (all but the name,
+    priority and time limit): if not, every task shares the first task's compiled program."""
+    outside = {k: v for k, v in spec.items() if k not in ("name", "priority", "resources")}
+    resources = spec.get("resources")
+    if isinstance(resources, dict):
+        outside["resources"] = {k: v for k, v in resources.items() if k != "time_limit"}
+    elif resources is not None:
+        outside["resources"] = resources
+    return has_placeholders(outside)
+
+
+def insert_rows(
     session: Session,
     table: Table,
-    rows: list[dict[str, Any]],
-    varying: frozenset[str],
+    constant: dict[str, Any],
+    varying: Sequence[str],
+    rows: list[tuple[Any, ...]],
     *,
-    text_keys: set[str],
+    text_keys: frozenset[str] = frozenset(),
 ) -> None:
-    # SQLAlchemy's own executemany converts every value of every row (~50 columns, a JSON
-    # encoding each): most of an array's cost. Here constant values are converted once and
-    # the statement is compiled once; the driver gets ready rows.
+    """Insert one row per tuple of `rows` (the values of the `varying` columns, in that order),
+    every row also taking the `constant` values, in one bulk statement.
+
+    SQLAlchemy's own executemany converts every value of every row (~50 columns, a JSON
+    encoding each): most of an array's cost. Here the constant values are converted once and
+    written once: on PostgreSQL into the COPY text of every line, elsewhere as literals in the
+    INSERT, so each row carries only its own few values. `text_keys`: varying columns given as
+    ready text (a spec's JSON)."""
     conn = session.connection()
     dialect = conn.dialect
-    keys = list(rows[0])
-    compiled = insert(table).compile(dialect=dialect, column_keys=keys)
-    convert = {
-        k: None if k in text_keys else table.c[k].type._cached_bind_processor(dialect) for k in keys
-    }
 
-    def ready(key: str, value: Any) -> Any:
-        fn = convert[key]
-        return fn(value) if fn is not None and value is not None else value
+    def processor(key: str) -> Any:
+        return table.c[key].type._cached_bind_processor(dialect)
 
-    constant = {k: ready(k, v) for k, v in rows[0].items()}
-    changing = [k for k in keys if k in varying]
-    prepared = []
-    for row in rows:
-        values = dict(constant)
-        for key in changing:
-            values[key] = ready(key, row[key])
-        prepared.append(values)
-    if dialect.name == "postgresql":
-        # COPY: one stream for every row (executemany is a round trip per row, pipelined).
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        columns = ", ".join(f'"{k}"' for k in keys)
-        with cursor.copy(f'COPY "{table.name}" ({columns}) FROM STDIN') as copy:
-            for values in prepared:
-                copy.write_row([values[k] for k in keys])
+    fixed = {k: _ready(processor(k), v) for k, v in constant.items()}
+    convert = [None if k in text_keys else processor(k) for k in varying]
+    if any(fn is not None for fn in convert):
+        rows = [tuple(_ready(fn, v) for fn, v in zip(convert, row, strict=True)) for row in rows]
+    preparer = dialect.identifier_preparer
+    if dialect.name == "postgresql" and _copy_rows(conn, table, fixed, varying, rows):
         return
-    order = compiled.positiontup
-    params: Any = [tuple(v[k] for k in order) for v in prepared] if order else prepared
-    conn.exec_driver_sql(str(compiled), params)
+    literal: dict[str, str] = {}
+    if dialect.paramstyle == "qmark":  # SQLite; with %-parameters a literal's % would need care
+        literal = {k: text for k, v in fixed.items() if (text := _sql_literal(v)) is not None}
+    params = [k for k in fixed if k not in literal]
+    columns = [*varying, *params, *literal]
+    values = ["?"] * (len(varying) + len(params)) + list(literal.values())
+    if dialect.paramstyle != "qmark":
+        values = [f"%({i})s" for i in range(len(values))]
+    sql = (
+        f"INSERT INTO {preparer.format_table(table)} "
+        f"({', '.join(preparer.quote(c) for c in columns)}) VALUES ({', '.join(values)})"
+    )
+    extra = tuple(fixed[k] for k in params)
+    batch: Any = [row + extra for row in rows] if extra else rows
+    if dialect.paramstyle != "qmark":
+        batch = [{str(i): v for i, v in enumerate(row)} for row in batch]
+    conn.exec_driver_sql(sql, batch)
+
+
+def _ready(fn: Any, value: Any) -> Any:
+    return fn(value) if fn is not None and value is not None else value
+
+
+def _copy_rows(
+    conn: Any,
+    table: Table,
+    fixed: dict[str, Any],
+    varying: Sequence[str],
+    rows: list[tuple[Any, ...]],
+) -> bool:
+    """COPY the rows as one text stream (PostgreSQL); False (nothing sent) when a value has no
+    COPY text form here, for the caller's INSERT instead."""
+    try:
+        tail = "".join("\t" + _copy_text(v) for v in fixed.values()) + "\n"
+        lines = ["\t".join([_copy_text(v) for v in row]) + tail for row in rows]
+    except TypeError:
+        return False
+    columns = ", ".join(f'"{k}"' for k in [*varying, *fixed])
+    cursor = conn.connection.dbapi_connection.cursor()
+    with cursor.copy(f'COPY "{table.name}" ({columns}) FROM STDIN') as copy:
+        for start in range(0, len(lines), 2000):
+            copy.write("".join(lines[start : start + 2000]))
+    return True
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: Any) -> str:
+    """A value in PostgreSQL's COPY text format; TypeError for a type not handled here."""
+    if value is None:
+        return "\\N"
+    if value is True or value is False:
+        return "t" if value else "f"
+    kind = type(value)
+    if kind is str:
+        if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+            return value.translate(_COPY_ESCAPES)
+        return value
+    if kind is int:
+        return str(value)
+    if kind is float and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.isoformat()
+    from psycopg.types.json import Json, Jsonb  # what SQLAlchemy's JSON columns bind on psycopg
+
+    if isinstance(value, Json | Jsonb):
+        text = (value.dumps or json.dumps)(value.obj)
+        return (text.decode() if isinstance(text, bytes) else text).translate(_COPY_ESCAPES)
+    raise TypeError(f"no COPY text for {kind.__name__}")
+
+
+def _sql_literal(value: Any) -> str | None:
+    """`value` as an SQL literal, or None to send it as a parameter instead."""
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "1" if value else "0"
+    if type(value) is int:
+        return str(value)
+    if type(value) is str and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
 
 
 def array_files(session: Session, array_id: str) -> dict[str, str]:

@@ -234,11 +234,22 @@ def _job_values(
     }
 
 
-def compile_hash(spec: JobSpec, files: dict[str, str], tenant_id: int | None = None) -> str:
+def compile_hash(
+    spec: JobSpec,
+    files: dict[str, str],
+    tenant_id: int | None = None,
+    *,
+    dumped: dict[str, Any] | None = None,
+) -> str:
     """A hash of everything a compile depends on: two jobs with the same hash can share one
     artifact (name, priority and time limit do not change the compiled program). The tenant is
-    part of it: another tenant's identical job compiles afresh, so reuse reveals nothing."""
-    body = spec.model_dump(mode="json", by_alias=True)
+    part of it: another tenant's identical job compiles afresh, so reuse reveals nothing.
+    `dumped`: the spec's `model_dump(mode="json", by_alias=True)` when the caller has it (it is
+    not changed)."""
+    if dumped is None:
+        body = spec.model_dump(mode="json", by_alias=True)
+    else:
+        body = {**dumped, "resources": dict(dumped["resources"])}
     for key in ("name", "priority", "array_task"):
         body.pop(key, None)
     body["resources"].pop("time_limit", None)
