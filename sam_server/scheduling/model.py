@@ -94,6 +94,15 @@ class Job:
     arch: str | None = None
     shapes: tuple[tuple[int, int], ...] = ()
     """A flexible job's other acceptable (rows, cols) shapes; () = only rows x cols."""
+    work_pes: int = 0
+    """The PEs its time limit is for (0: its asked shape's). A shape of fewer PEs (a moldable
+    job's, see `shapes.shrunk_shapes`) runs work_pes / area times longer."""
+
+    def limit_in(self, rows: int, cols: int) -> float:
+        """The time limit in a rows x cols shape: stretched when it has fewer than work_pes."""
+        if self.work_pes <= rows * cols:
+            return self.time_limit_s
+        return self.time_limit_s * self.work_pes / (rows * cols)
 
     @property
     def pes(self) -> int:

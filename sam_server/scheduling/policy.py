@@ -179,13 +179,17 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
 
     A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
     """
-    views, index = cycle.view_for(cycle.now + job.time_limit_s)
+    shapes = job.candidate_shapes(cycle.config.flexible)
+    longest = max(job.limit_in(r, c) for r, c in shapes) if job.work_pes else job.time_limit_s
+    views, index = cycle.view_for(cycle.now + longest)
     views = _for_arch(cycle, job, views)
     best: tuple[tuple, Placement, tuple[int, int]] | None = None
     tried = 0
-    for rows, cols in job.candidate_shapes(cycle.config.flexible):
+    for rows, cols in shapes:
         if tried >= MAX_START_SHAPES:
             break
+        if best is not None and rows * cols < job.work_pes:
+            break  # a moldable job's shrunk shapes (last) only when no full shape fits
         if not index.fits(rows, cols):
             continue
         if rows * cols > job.pes and not cycle.ledger.allows(job, rows * cols):
@@ -201,7 +205,9 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     if best is None:
         return False
     _, spot, (rows, cols) = best
-    shaped = job if (rows, cols) == (job.rows, job.cols) else replace(job, rows=rows, cols=cols)
+    shaped = job
+    if (rows, cols) != (job.rows, job.cols):
+        shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
     _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
     return True
 
@@ -324,7 +330,7 @@ def _reserve(cycle: _Cycle, job: Job) -> None:
         return
     wafer = cycle.snapshot.wafers[found.wafer_index]
     res = Reservation(
-        job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.time_limit_s
+        job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.limit_in(rows, cols)
     )
     cycle.reservations.append(res)
     cycle.reservations.sort(key=lambda r: (r.start_time, str(r.job_id)))

@@ -26,7 +26,7 @@ from sam_server.scheduling.model import (
 )
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.policy import plan
-from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.shapes import flexible_shapes, shrunk_shapes
 from sam_server.scheduling.simmetrics import SimResult, summarize
 from sam_server.scheduling.swf import TraceJob, shape_for_pes
 
@@ -103,6 +103,9 @@ def _charge_usage(state: _State, now: float) -> None:
     state.usage_clock = now
 
 
+MOLD_SHRINK = 0.05
+"""A trace job is moldable: it may start on up to this fraction fewer PEs than it asked for,
+running work_pes / area times longer (its slowdown counts the stretch)."""
 CHECKPOINT_EVERY_S = 1800.0
 """A trace job checkpoints this often (the steps since its last checkpoint are lost on a move)."""
 MOVE_COST_S = 120.0
@@ -152,7 +155,8 @@ def _apply(state: _State, now: float) -> None:
             continue
         run = state.running.pop(int(pre.job_id))
         job_id = int(run.job.id)
-        state.remaining[job_id] = max(0.0, run.end - now)  # resumes from its checkpoint
+        stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
+        state.remaining[job_id] = max(0.0, run.end - now) / stretch  # from its checkpoint
         state.pending[job_id] = replace(
             state.asked[job_id],  # back to its asked shape and alternatives
             state="pending",
@@ -165,9 +169,12 @@ def _apply(state: _State, now: float) -> None:
     for s in decided.starts:
         job_id = int(s.job_id)
         job = state.pending.pop(job_id)
-        end = now + state.remaining[job_id]
+        limit = job.limit_in(s.rows, s.cols)
+        end = now + state.remaining[job_id] * limit / job.time_limit_s
         alloc = Allocation(job_id, job.tenant, s.row, s.col, s.rows, s.cols)
-        started = replace(job, state="running", started_at=now, rows=s.rows, cols=s.cols)
+        started = replace(
+            job, state="running", started_at=now, rows=s.rows, cols=s.cols, time_limit_s=limit
+        )
         state.held_shape[job_id] = (s.rows, s.cols)
         state.running[job_id] = _Running(started, int(s.wafer_id[1:]), alloc, end)
         state.first_start.setdefault(job_id, now)
@@ -209,7 +216,11 @@ def _could_start(state: _State) -> bool:
 def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
     """The policy's job for a trace job: its compiler shape, and the flexible alternatives."""
     pes = t.procs * spec.pes_per_proc
-    alternatives = ((shape[1], shape[0]), *flexible_shapes(pes, spec.rows, spec.cols))
+    alternatives = (
+        (shape[1], shape[0]),
+        *flexible_shapes(pes, spec.rows, spec.cols),
+        *shrunk_shapes(pes, spec.rows, spec.cols, MOLD_SHRINK),
+    )
     fitting = tuple(s for s in alternatives if s[0] <= spec.rows and s[1] <= spec.cols)
     return Job(
         t.id,
@@ -223,6 +234,7 @@ def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
         shape[1],
         t.time_limit_s,
         shapes=fitting,
+        work_pes=pes,
     )
 
 

@@ -93,7 +93,9 @@ def summarize(
         per_user.setdefault(trace[j].user, []).append(s)
     begin = min((trace[j].submit_s for j in trace), default=0.0)
     makespan = max(finish.values(), default=begin) - begin
-    work = sum(shapes[j][0] * shapes[j][1] * trace[j].run_s for j in done)
+    # a moldable job on fewer PEs than asked holds them longer: it did its asked PEs' work
+    asked = {j: trace[j].procs * spec.pes_per_proc for j in done}
+    work = sum(max(shapes[j][0] * shapes[j][1], asked[j]) * trace[j].run_s for j in done)
     capacity = spec.wafers * spec.rows * spec.cols * makespan
     return SimResult(
         policy=policy,
