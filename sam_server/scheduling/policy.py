@@ -287,7 +287,10 @@ def _try_migrate(cycle: _Cycle, job: Job) -> bool:
     cycle.held[choice.to_index].append(Held(choice.to_rect, None))
     for i in {choice.from_index, choice.to_index}:
         w = wafers_[i]
-        cycle.spaces[i] = FreeSpace.of(w.rows, w.cols, [h.rect for h in cycle.held[i]])
+        full = _slots_full(w, len(cycle.held[i]))  # the move may take a wafer's last slot
+        cycle.spaces[i] = (
+            None if full else FreeSpace.of(w.rows, w.cols, [h.rect for h in cycle.held[i]])
+        )
     cycle.ends[choice.from_index] = [t for t in cycle.ends[choice.from_index] if t.rect != old]
     cycle.ends[choice.from_index].append(
         TimedRect((choice.row, choice.col, choice.rows, choice.cols), cycle.now + job.time_limit_s)
