@@ -94,6 +94,15 @@ class Job:
     arch: str | None = None
     shapes: tuple[tuple[int, int], ...] = ()
     """A flexible job's other acceptable (rows, cols) shapes; () = only rows x cols."""
+    work_pes: int = 0
+    """The PEs its time limit is for (0: its asked shape's). A shape of fewer PEs (a moldable
+    job's, see `shapes.shrunk_shapes`) runs work_pes / area times longer."""
+
+    def limit_in(self, rows: int, cols: int) -> float:
+        """The time limit in a rows x cols shape: stretched when it has fewer than work_pes."""
+        if self.work_pes <= rows * cols:
+            return self.time_limit_s
+        return self.time_limit_s * self.work_pes / (rows * cols)
 
     @property
     def pes(self) -> int:
@@ -151,6 +160,14 @@ class PolicyConfig:
       reservation that starts before it would end.
     - protect_oldest: this many longest-waiting jobs of the top class present go first in the
       walk (they start, or take the first reservations), which bounds their wait as EASY does.
+    - overdue_wait_s: every job of the top class that has waited this long also goes first
+      (oldest first); 0 = off.
+    - aging: "linear" (wait over `age_cap_s`) or "slowdown" (wait / (wait + time limit), the
+      bounded slowdown accrued so far: a short job ages fast, a long one slowly, none stops).
+    - slowdown_floor_s: the time limit below which "slowdown" aging treats jobs alike.
+    - migration: the first blocked job may start now by moving one running checkpointing job
+      elsewhere (see `migration`); bounded per job with preemptions (`max_preemptions_per_job`).
+    - migrate_min_gain_s: a move is made only if the blocked job would otherwise wait this long.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -170,6 +187,11 @@ class PolicyConfig:
     flexible: bool = True
     reservations: int = 2
     protect_oldest: int = 1
+    overdue_wait_s: float = 0.0
+    aging: Literal["linear", "slowdown"] = "linear"
+    slowdown_floor_s: float = 600.0
+    migration: bool = True
+    migrate_min_gain_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -204,6 +226,8 @@ class Preempt:
     job_id: JobId
     for_job_id: JobId
     reason: str
+    to: tuple[str, int, int, int, int] | None = None
+    """A migration: where the job restarts (wafer id, row, col, rows, cols); None: preemption."""
 
 
 @dataclass(frozen=True)
@@ -293,4 +317,5 @@ def easy_config() -> PolicyConfig:
         flexible=False,
         reservations=1,
         protect_oldest=0,
+        migration=False,
     )

@@ -4,7 +4,8 @@
 2. Send the highest-priority queued jobs to the free compile slots.
 3. Walk the pending jobs in order. A job within its tenant's quotas starts where it fits
    (best fit or first fit). The first job that does not fit is the top blocked job: it may
-   preempt lower-class jobs (if that is the only way). Otherwise the first blocked job that has
+   preempt lower-class jobs (if that is the only way), or start now by moving one running
+   checkpointing job elsewhere (`migration`). Otherwise the first blocked job that has
    been eligible for `reserve_after_s` gets a reservation, a concrete rectangle and start time
    from the running jobs' time limits. Behind it, jobs start
    only outside that rectangle or if they end before it starts (EASY backfill in two
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
+from sam_server.scheduling.migration import choose_migration
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Job,
@@ -76,6 +78,7 @@ class _Cycle:
     layers: list[Layer] = field(default_factory=list)
     fit_now: FitIndex | None = None
     preempt_tried: bool = False
+    migrate_tried: bool = False
     reserve_attempts: int = 0
     lowest_running_rank: int = len(CLASS_RANK)
 
@@ -179,13 +182,17 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
 
     A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
     """
-    views, index = cycle.view_for(cycle.now + job.time_limit_s)
+    shapes = job.candidate_shapes(cycle.config.flexible)
+    longest = max(job.limit_in(r, c) for r, c in shapes) if job.work_pes else job.time_limit_s
+    views, index = cycle.view_for(cycle.now + longest)
     views = _for_arch(cycle, job, views)
     best: tuple[tuple[tuple[int, ...], int], Placement, tuple[int, int]] | None = None
     tried = 0
-    for rows, cols in job.candidate_shapes(cycle.config.flexible):
+    for rows, cols in shapes:
         if tried >= MAX_START_SHAPES:
             break
+        if best is not None and rows * cols < job.work_pes:
+            break  # a moldable job's shrunk shapes (last) only when no full shape fits
         if not index.fits(rows, cols):
             continue
         if rows * cols > job.pes and not cycle.ledger.allows(job, rows * cols):
@@ -201,7 +208,9 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     if best is None:
         return False
     _, spot, (rows, cols) = best
-    shaped = job if (rows, cols) == (job.rows, job.cols) else replace(job, rows=rows, cols=cols)
+    shaped = job
+    if (rows, cols) != (job.rows, job.cols):
+        shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
     _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
     return True
 
@@ -224,6 +233,75 @@ def _try_preempt(cycle: _Cycle, job: Job) -> bool:
     wafer = cycle.snapshot.wafers[choice.wafer_index]
     cycle.preempt_reservation = Reservation(
         job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
+    )
+    return True
+
+
+def _may_migrate(cycle: _Cycle, job: Job) -> bool:
+    """Whether `job` gets this cycle's one migration attempt: the first blocked job, before any
+    reservation is made, once it has waited `reserve_after_s`."""
+    if not cycle.config.migration or cycle.migrate_tried or cycle.reservations:
+        return False
+    if cycle.now - job.eligible_at < cycle.config.reserve_after_s:
+        return False
+    cycle.migrate_tried = True
+    return True
+
+
+def _try_migrate(cycle: _Cycle, job: Job) -> bool:
+    """Move one running checkpointing job so that `job` starts now; True if a move was planned.
+
+    Only when `job` would otherwise wait `migrate_min_gain_s` or more (its earliest start from
+    the running jobs' limits). The moved job's target and `job`'s rectangle are taken out of
+    the free space at once, so nothing else this cycle lands on them.
+    """
+    wafers = [
+        (w.rows, w.cols, cycle.held[i])
+        if cycle.spaces[i] is not None and arch_matches(w, job)
+        else None
+        for i, w in enumerate(cycle.snapshot.wafers)
+    ]
+    timed = [
+        (w.rows, w.cols, cycle.ends[i]) if wafers[i] is not None else None
+        for i, w in enumerate(cycle.snapshot.wafers)
+    ]
+    shapes = job.candidate_shapes(cycle.config.flexible)[:MAX_RESERVE_SHAPES]
+    wait = min(earliest_time(r, c, timed) for r, c in shapes) - cycle.now
+    if wait < cycle.config.migrate_min_gain_s:
+        return False
+    choice = choose_migration(
+        job, wafers, cycle.spaces, cycle.snapshot.wafers, cycle.now, cycle.config
+    )
+    if choice is None:
+        return False
+    moved, wafers_ = choice.job, cycle.snapshot.wafers
+    to = (wafers_[choice.to_index].id, *choice.to_rect)
+    reason = f"migrated to {to[0]} at ({to[1]}, {to[2]}) so that job {job.id} can start"
+    cycle.preemptions.append(Preempt(moved.id, job.id, reason, to))
+    cycle.preempting[job.id] = [moved.id]
+    held = cycle.held[choice.from_index]
+    old = next(h.rect for h in held if h.job is moved)
+    # the moved job's old rectangle goes to `job`, its target is held: rebuild both wafers' space
+    cycle.held[choice.from_index] = [h for h in held if h.job is not moved]
+    cycle.held[choice.from_index].append(
+        Held((choice.row, choice.col, choice.rows, choice.cols), None)
+    )
+    cycle.held[choice.to_index].append(Held(choice.to_rect, None))
+    for i in {choice.from_index, choice.to_index}:
+        w = wafers_[i]
+        full = _slots_full(w, len(cycle.held[i]))  # the move may take a wafer's last slot
+        cycle.spaces[i] = (
+            None if full else FreeSpace.of(w.rows, w.cols, [h.rect for h in cycle.held[i]])
+        )
+    cycle.ends[choice.from_index] = [t for t in cycle.ends[choice.from_index] if t.rect != old]
+    cycle.ends[choice.from_index].append(
+        TimedRect((choice.row, choice.col, choice.rows, choice.cols), cycle.now + job.time_limit_s)
+    )
+    cycle.ends[choice.to_index].append(TimedRect(choice.to_rect, cycle.now + moved.time_limit_s))
+    cycle.fit_now = None
+    wafer = wafers_[choice.wafer_index]
+    cycle.preempt_reservation = Reservation(
+        job.id, wafer.id, choice.row, choice.col, choice.rows, choice.cols, cycle.now
     )
     return True
 
@@ -258,7 +336,7 @@ def _reserve(cycle: _Cycle, job: Job) -> None:
         return
     wafer = cycle.snapshot.wafers[found.wafer_index]
     res = Reservation(
-        job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.time_limit_s
+        job.id, wafer.id, found.row, found.col, rows, cols, found.start, job.limit_in(rows, cols)
     )
     cycle.reservations.append(res)
     cycle.reservations.sort(key=lambda r: (r.start_time, str(r.job_id)))
@@ -286,6 +364,8 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
             continue
         if _may_preempt(cycle, job) and _try_preempt(cycle, job):
             continue
+        if _may_migrate(cycle, job) and _try_migrate(cycle, job):
+            continue
         if cycle.now - job.eligible_at >= cycle.config.reserve_after_s:
             if cycle.reserve_attempts < MAX_RESERVE_ATTEMPTS:
                 cycle.reserve_attempts += 1
@@ -301,7 +381,7 @@ def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
     Only jobs that have waited `reserve_after_s` are moved.
     """
     count = cycle.config.protect_oldest
-    if count <= 0 or len(pending) < 2:
+    if (count <= 0 and cycle.config.overdue_wait_s <= 0) or len(pending) < 2:
         return pending
     top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
     peers = [
@@ -313,7 +393,12 @@ def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
     if not peers:
         return pending
     peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
-    first = peers[:count]
+    bound = cycle.config.overdue_wait_s
+    overdue = 0
+    if bound > 0:
+        while overdue < len(peers) and cycle.now - peers[overdue].eligible_at >= bound:
+            overdue += 1
+    first = peers[: max(count, overdue)]
     chosen = {id(j) for j in first}
     return [*first, *(j for j in pending if id(j) not in chosen)]
 

@@ -51,10 +51,16 @@ def size_factor(job: Job, cluster_pes: int, config: PolicyConfig) -> float:
 
 
 def age_factor(job: Job, now: float, config: PolicyConfig) -> float:
-    """Eligible wait over the age cap, in [0, 1]."""
+    """Eligible wait over the age cap, in [0, 1]; with `aging="slowdown"`, the wait over the
+    wait plus the job's time limit (floored at `slowdown_floor_s`): 1 - 1/(bounded slowdown so
+    far), which grows fastest for the jobs whose slowdown grows fastest."""
+    wait = max(0.0, now - job.eligible_at)
+    if config.aging == "slowdown":
+        scale = max(job.time_limit_s, config.slowdown_floor_s, 1.0)
+        return wait / (wait + scale)
     if config.age_cap_s <= 0:
         return 0.0
-    return min(1.0, max(0.0, now - job.eligible_at) / config.age_cap_s)
+    return min(1.0, wait / config.age_cap_s)
 
 
 class PriorityCalculator:

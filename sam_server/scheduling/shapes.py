@@ -59,6 +59,39 @@ def flexible_shapes(
     return tuple(kept[:limit])
 
 
+@lru_cache(maxsize=65536)
+def shrunk_shapes(
+    pes: int,
+    wafer_rows: int,
+    wafer_cols: int,
+    max_shrink: float,
+    max_aspect: float = MAX_ASPECT,
+    limit: int = 3,
+) -> tuple[Shape, ...]:
+    """Shapes of fewer PEs than `pes`, down to pes * (1 - max_shrink), for a moldable job (one
+    that runs proportionally longer on fewer PEs): first those spanning a whole side of the
+    wafer (they tile it: the point of shrinking), then largest, then squarest; at most `limit`,
+    none dominated (a shape within another in both sides is dropped)."""
+    if max_shrink <= 0 or pes < 2:
+        return ()
+    low = math.ceil(pes * (1.0 - max_shrink))
+    found: list[tuple[tuple[bool, int, float], Shape]] = []
+    for rows in range(1, min(wafer_rows, pes) + 1):
+        cols = min(wafer_cols, (pes - 1) // rows)
+        if cols < 1 or rows * cols < low:
+            continue
+        aspect = max(rows, cols) / min(rows, cols)
+        spans = rows == wafer_rows or cols == wafer_cols
+        if aspect <= max_aspect:
+            found.append(((not spans, -rows * cols, aspect), (rows, cols)))
+    found.sort()
+    kept: list[Shape] = []
+    for _, (r, c) in found:
+        if not any(r <= kr and c <= kc for kr, kc in kept):
+            kept.append((r, c))
+    return tuple(kept[:limit])
+
+
 def check_flexible_region(rows: int, cols: int, max_aspect: float) -> str | None:
     """Why a flexible region request is invalid, or None (the message says what to change)."""
     if rows < 1 or cols < 1:

@@ -26,7 +26,7 @@ from sam_server.scheduling.model import (
 )
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.policy import plan
-from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.shapes import flexible_shapes, shrunk_shapes
 from sam_server.scheduling.simmetrics import SimResult, summarize
 from sam_server.scheduling.swf import TraceJob, shape_for_pes
 
@@ -65,6 +65,8 @@ class _State:
     usage: dict[str, float] = field(default_factory=dict)
     usage_clock: float = 0.0
     preemptions: int = 0
+    migrations: int = 0
+    lost_s: float = 0.0
     users: tuple[str, ...] = ()
     asked: dict[int, Job] = field(default_factory=dict)
     held_shape: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -101,13 +103,60 @@ def _charge_usage(state: _State, now: float) -> None:
     state.usage_clock = now
 
 
+MOLD_SHRINK = 0.05
+"""A trace job is moldable: it may start on up to this fraction fewer PEs than it asked for,
+running work_pes / area times longer (its slowdown counts the stretch)."""
+CHECKPOINT_EVERY_S = 1800.0
+"""A trace job checkpoints this often (the steps since its last checkpoint are lost on a move)."""
+MOVE_COST_S = 120.0
+"""Checkpoint, release and restart elsewhere: charged to a migrated job's remaining time."""
+
+
+def _migrate(state: _State, job_id: int, to: tuple[str, int, int, int, int], now: float) -> None:
+    """Move a running job: it restarts at `to` from its last checkpoint, after MOVE_COST_S.
+
+    Lost: the work since its last periodic checkpoint (its run so far modulo
+    CHECKPOINT_EVERY_S). The policy sees it as started when its kept work began (so its time
+    limit still bounds its end), moved once more (`preempt_count`, `last_preempted_at`).
+    """
+    run = state.running[job_id]
+    ran = now - run.job.started_at if run.job.started_at is not None else 0.0
+    lost = ran % CHECKPOINT_EVERY_S
+    end = run.end + lost + MOVE_COST_S
+    wafer_id, row, col, rows, cols = to
+    alloc = Allocation(job_id, run.job.tenant, row, col, rows, cols)
+    moved = replace(
+        run.job,
+        rows=rows,
+        cols=cols,
+        started_at=now + MOVE_COST_S - (ran - lost),
+        preempt_count=run.job.preempt_count + 1,
+        last_preempted_at=now,
+    )
+    state.running[job_id] = _Running(moved, int(wafer_id[1:]), alloc, end)
+    state.held_shape[job_id] = (rows, cols)
+    state.migrations += 1
+    state.lost_s += lost + MOVE_COST_S
+    heapq.heappush(state.completions, (end, job_id))
+
+
 def _apply(state: _State, now: float) -> None:
-    """Run one planning cycle at `now` and apply its preemptions and starts."""
+    """Run one planning cycle at `now` and apply its migrations, preemptions and starts; after
+    a migration the cycle is run again at once (the job it made room for starts then)."""
     decided = plan(_snapshot(state), now, explain=False)
+    moves = [p for p in decided.preemptions if p.to is not None]
+    for pre in moves:
+        assert pre.to is not None
+        _migrate(state, int(pre.job_id), pre.to, now)
+    if moves:
+        decided = plan(_snapshot(state), now, explain=False)
     for pre in decided.preemptions:
+        if pre.to is not None:  # a second move in one instant waits for the next event
+            continue
         run = state.running.pop(int(pre.job_id))
         job_id = int(run.job.id)
-        state.remaining[job_id] = max(0.0, run.end - now)  # resumes from its checkpoint
+        stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
+        state.remaining[job_id] = max(0.0, run.end - now) / stretch  # from its checkpoint
         state.pending[job_id] = replace(
             state.asked[job_id],  # back to its asked shape and alternatives
             state="pending",
@@ -120,9 +169,12 @@ def _apply(state: _State, now: float) -> None:
     for s in decided.starts:
         job_id = int(s.job_id)
         job = state.pending.pop(job_id)
-        end = now + state.remaining[job_id]
+        limit = job.limit_in(s.rows, s.cols)
+        end = now + state.remaining[job_id] * limit / job.time_limit_s
         alloc = Allocation(job_id, job.tenant, s.row, s.col, s.rows, s.cols)
-        started = replace(job, state="running", started_at=now, rows=s.rows, cols=s.cols)
+        started = replace(
+            job, state="running", started_at=now, rows=s.rows, cols=s.cols, time_limit_s=limit
+        )
         state.held_shape[job_id] = (s.rows, s.cols)
         state.running[job_id] = _Running(started, int(s.wafer_id[1:]), alloc, end)
         state.first_start.setdefault(job_id, now)
@@ -164,7 +216,11 @@ def _could_start(state: _State) -> bool:
 def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
     """The policy's job for a trace job: its compiler shape, and the flexible alternatives."""
     pes = t.procs * spec.pes_per_proc
-    alternatives = ((shape[1], shape[0]), *flexible_shapes(pes, spec.rows, spec.cols))
+    alternatives = (
+        (shape[1], shape[0]),
+        *flexible_shapes(pes, spec.rows, spec.cols),
+        *shrunk_shapes(pes, spec.rows, spec.cols, MOLD_SHRINK),
+    )
     fitting = tuple(s for s in alternatives if s[0] <= spec.rows and s[1] <= spec.cols)
     return Job(
         t.id,
@@ -178,6 +234,7 @@ def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
         shape[1],
         t.time_limit_s,
         shapes=fitting,
+        work_pes=pes,
     )
 
 
@@ -225,4 +282,6 @@ def simulate(
         rejected,
         state.preemptions,
         policy_name,
+        state.migrations,
+        state.lost_s,
     )

@@ -32,6 +32,9 @@ class SimResult:
     rejected: int = 0
     unfinished: int = 0
     preemptions: int = 0
+    migrations: int = 0
+    moved_cost_s: float = 0.0
+    """Seconds of lost steps plus checkpoint and restart time charged to migrated jobs."""
 
     def as_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
@@ -71,21 +74,28 @@ def summarize(
     rejected: int,
     preemptions: int,
     policy: str = "",
+    migrations: int = 0,
+    moved_cost_s: float = 0.0,
 ) -> SimResult:
-    """Metrics over the finished jobs. Fairness: Jain's index over users' mean bounded slowdown.
+    """Metrics over the finished jobs. Bounded slowdown is from submit to end, so the time a
+    preempted or migrated job lost counts. Fairness: Jain's index over users' mean bounded slowdown.
 
     Utilization is PE-seconds held by jobs (region area x run time) over the cluster's PEs times
     the makespan (first submit to last end).
     """
     done = [j for j in trace if j in finish]
     waits = [first_start[j] - trace[j].submit_s for j in done]
-    slow = [bounded_slowdown(w, trace[j].run_s) for w, j in zip(waits, done, strict=True)]
+    # a job moved or preempted ends later than wait + run: its slowdown counts the delay
+    delayed = [finish[j] - trace[j].submit_s - trace[j].run_s for j in done]
+    slow = [bounded_slowdown(d, trace[j].run_s) for d, j in zip(delayed, done, strict=True)]
     per_user: dict[str, list[float]] = {}
     for s, j in zip(slow, done, strict=True):
         per_user.setdefault(trace[j].user, []).append(s)
     begin = min((trace[j].submit_s for j in trace), default=0.0)
     makespan = max(finish.values(), default=begin) - begin
-    work = sum(shapes[j][0] * shapes[j][1] * trace[j].run_s for j in done)
+    # a moldable job on fewer PEs than asked holds them longer: it did its asked PEs' work
+    asked = {j: trace[j].procs * spec.pes_per_proc for j in done}
+    work = sum(max(shapes[j][0] * shapes[j][1], asked[j]) * trace[j].run_s for j in done)
     capacity = spec.wafers * spec.rows * spec.cols * makespan
     return SimResult(
         policy=policy,
@@ -100,4 +110,6 @@ def summarize(
         rejected=rejected,
         unfinished=len(trace) - len(done),
         preemptions=preemptions,
+        migrations=migrations,
+        moved_cost_s=moved_cost_s,
     )

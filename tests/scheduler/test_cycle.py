@@ -260,3 +260,64 @@ def test_dead_compile_servers_go_offline_then_expire(api, cluster_settings):
     run_cycle(cluster_settings)
     listed = {s["id"] for s in api.get("/api/v1/cluster", headers=ADMIN).json()["compile_servers"]}
     assert listed == {"alive", "silent"}
+
+
+def test_a_migration_goes_through_the_preemption_path_and_the_blocked_job_starts(
+    api, cluster_settings
+):
+    """Job A (8x8) sits in the middle of the top half, B (8x16) fills the bottom half, both for
+    another hour; J (8x8) has waited an hour and fits nowhere. The cycle asks A to checkpoint
+    (a move, logged as such); once A's worker reports it preempted, the next cycle starts J in
+    the space A left and A again from its checkpoint (a new attempt), with no overlap."""
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+
+    def region(rows: int, cols: int, limit: str) -> dict:  # type: ignore[type-arg]
+        return spec(resources={"region": {"rows": rows, "cols": cols}, "time_limit": limit})
+
+    _online(cluster_settings)
+    a, b = (submit(api, alice, region(8, c, "2h")).json()["id"] for c in (8, 16))
+    for job_id in (a, b):  # one compile slot for the tenant: one after the other
+        run_cycle(cluster_settings)
+        _compile_ok(cluster_settings, job_id)
+    run_cycle(cluster_settings)
+    assert _job(cluster_settings, a).state == _job(cluster_settings, b).state == "running"
+    url = cluster_settings.resolved_database_url
+    hour_ago = utcnow() - timedelta(hours=1)
+    with session_scope(url) as s:  # the fragmented layout, as if they started an hour ago
+        for job_id, row, col in ((a, 0, 4), (b, 8, 0)):
+            s.execute(
+                update(Job)
+                .where(Job.id == job_id)
+                .values(region_row=row, region_col=col, started_at=hour_ago)
+            )
+        assert lifecycle.claim_run(s, job_id=a, attempt=1, wafer_id="w0", owner="w", lease_s=60)
+    blocked = submit(api, alice, region(8, 8, "10m")).json()["id"]
+    run_cycle(cluster_settings)  # A's program in A's shape: it reuses A's artifact
+    assert _job(cluster_settings, blocked).state == "pending"
+    with session_scope(url) as s:
+        s.execute(update(Job).where(Job.id == blocked).values(eligible_at=hour_ago))
+    stats = run_cycle(cluster_settings)
+    assert stats.preemptions == 1 and stats.starts == 0
+    assert _job(cluster_settings, a).preempt_requested
+    logs = api.get(f"/api/v1/jobs/{a}/logs", headers=alice).text
+    assert f"preempted for job {blocked}: migrated to w0" in logs
+    with session_scope(url) as s:  # A's worker checkpoints and gives the region back
+        assert lifecycle.read_flags(s, job_id=a, owner="w")["preempt"]
+        lifecycle.finish_run(s, job_id=a, owner="w", attempt=1, outcome="preempted")
+    run_cycle(cluster_settings)
+    moved, started = _job(cluster_settings, a), _job(cluster_settings, blocked)
+    assert started.state == "running" and moved.state == "running"
+    assert moved.attempts == 2 and moved.preempt_count == 1
+    rects = [
+        (j.region_row, j.region_col, j.region_rows, j.region_cols)
+        for j in (moved, started, _job(cluster_settings, b))
+    ]
+    for i, r in enumerate(rects):
+        for other in rects[i + 1 :]:
+            assert not (
+                r[0] < other[0] + other[2]
+                and other[0] < r[0] + r[2]
+                and r[1] < other[1] + other[3]
+                and other[1] < r[1] + r[3]
+            ), rects

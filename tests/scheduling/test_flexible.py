@@ -116,3 +116,25 @@ def test_a_flexible_region_in_a_job_spec_becomes_the_policy_jobs_shapes() -> Non
     assert accepted_shapes(square, 8, 8) == ()  # only square shapes: 8x8 itself
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         RegionRequest(rows=8, cols=8, flexible=True, max_aspect=0.5)
+
+
+def test_a_moldable_job_takes_a_shape_a_little_smaller_only_when_no_full_shape_fits() -> None:
+    """Shrunk shapes that span a wafer side come first (they tile it); the job starts in one
+    only when none of its full shapes fits, and its time limit stretches by the PEs it lacks."""
+    from sam_server.scheduling import plan
+    from sam_server.scheduling.shapes import shrunk_shapes
+
+    from .factories import job, running, snapshot
+
+    assert shrunk_shapes(192, 23, 34, 0.05)[0] == (23, 8)  # 4 fit across 34 columns
+    assert all(182 <= r * c < 192 for r, c in shrunk_shapes(192, 23, 34, 0.05))
+    assert shrunk_shapes(192, 23, 34, 0.0) == ()
+    filler, alloc = running(1, 0, 0, 1, 20, limit=5000.0)
+    shapes = (*flexible_shapes(104, 6, 20), *shrunk_shapes(104, 6, 20, 0.05))
+    moldable = replace(job(2, 8, 13, limit=1000.0), shapes=shapes, work_pes=104)
+    p = plan(snapshot([("w0", 6, 20)], [filler, moldable], {"w0": [alloc]}), 0.0)
+    assert [(s.job_id, s.rows, s.cols) for s in p.starts] == [(2, 5, 20)]
+    assert moldable.limit_in(5, 20) == 1000.0 * 104 / 100
+    roomy = snapshot([("w0", 9, 20)], [filler, moldable], {"w0": [alloc]})
+    assert all(s.rows * s.cols >= 104 for s in plan(roomy, 0.0).starts)
+    assert len(plan(roomy, 0.0).starts) == 1

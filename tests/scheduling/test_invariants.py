@@ -71,6 +71,18 @@ def _run_cycles(wafers, jobs, quotas, offline, cycles, config, check):
         p = plan(snap, now)
         check(p, snap, now)
         for pre in p.preemptions:
+            if pre.to is not None:  # a migration: restarts at once at its target
+                j, _, _ = running[pre.job_id]
+                w, row, col, rows, cols = pre.to
+                moved = replace(
+                    j,
+                    rows=rows,
+                    cols=cols,
+                    preempt_count=j.preempt_count + 1,
+                    last_preempted_at=now,
+                )
+                running[j.id] = (moved, Allocation(j.id, j.tenant, row, col, rows, cols), w)
+                continue
             j, _, _ = running.pop(pre.job_id)
             pending[j.id] = replace(
                 j,
@@ -99,6 +111,17 @@ def _check_regions_and_quotas(p, snap, now) -> None:
             pes[j.tenant] = pes.get(j.tenant, 0) + j.pes
             count[j.tenant] = count.get(j.tenant, 0) + 1
     by_id = {j.id: j for j in snap.jobs}
+    for pre in p.preemptions:
+        if pre.to is None:
+            continue
+        mover = next(a for w in snap.wafers for a in w.allocations if a.job_id == pre.job_id)
+        old_wafer = next(w.id for w in snap.wafers if mover in w.allocations)
+        held[old_wafer].remove((mover.row, mover.col, mover.rows, mover.cols))
+        w_id, *target = pre.to
+        w = shapes[w_id]
+        assert target[0] + target[2] <= w.rows and target[1] + target[3] <= w.cols
+        assert not any(overlaps(tuple(target), other) for other in held[w_id])
+        held[w_id].append(tuple(target))
     for s in p.starts:
         w = shapes[s.wafer_id]
         assert w.online
@@ -142,6 +165,8 @@ def test_preemption_never_cycles_and_respects_the_protections(case) -> None:
         by_id = {j.id: j for j in snap.jobs}
         for pre in p.preemptions:
             victim, winner = by_id[pre.job_id], by_id[pre.for_job_id]
+            if pre.to is not None:
+                continue  # a migration (tested below): the job restarts elsewhere
             assert CLASS_RANK[victim.priority_class] < CLASS_RANK[winner.priority_class]
             assert now - victim.started_at >= cfg.min_run_before_preempt_s
             assert victim.preempt_count < cfg.max_preemptions_per_job and victim.preemptible
@@ -149,3 +174,40 @@ def test_preemption_never_cycles_and_respects_the_protections(case) -> None:
             pairs.add((victim.id, winner.id))
 
     _run_cycles(wafers, jobs, {}, set(), 8, cfg, check)
+
+
+MIGRATING = PolicyConfig(
+    reserve_after_s=0.0,
+    migrate_min_gain_s=0.0,
+    min_run_before_preempt_s=30.0,
+    max_preemptions_per_job=2,
+    preemption=False,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenario())
+def test_migrations_never_overlap_and_respect_the_per_job_bound(case) -> None:
+    """With migration made eager (no wait, no gain needed), moved jobs' targets and every start
+    stay inside the wafer and off every other region, and no job moves more often than the
+    bound or sooner than `min_run_before_preempt_s` after its last (re)start or move; the same
+    snapshot gives the same plan."""
+    wafers, jobs, quotas, offline = case
+    moves = 0
+
+    def check(p, snap, now) -> None:
+        nonlocal moves
+        _check_regions_and_quotas(p, snap, now)
+        by_id = {j.id: j for j in snap.jobs}
+        for pre in p.preemptions:
+            assert pre.to is not None  # preemption is off: every stop is a move
+            mover = by_id[pre.job_id]
+            assert mover.state == "running" and mover.preemptible
+            assert mover.preempt_count < MIGRATING.max_preemptions_per_job
+            since = max(mover.started_at, mover.last_preempted_at or 0.0)
+            assert now - since >= MIGRATING.min_run_before_preempt_s
+            assert by_id[pre.for_job_id].state == "pending"
+            moves += 1
+        assert plan(snap, now) == p  # deterministic with moves too
+
+    _run_cycles(wafers, jobs, quotas, offline, 10, MIGRATING, check)
