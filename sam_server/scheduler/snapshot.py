@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import literal_column, select, text
+from sqlalchemy import func, literal_column, select, text
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, Tenant, User, Wafer
@@ -162,27 +163,11 @@ def load_active_jobs(session: Session) -> list[Any]:
         and horizon >= cache.horizon
         and now - cache.full_at < FULL_RELOAD_S
     )
-    query = select(*_COLUMNS)
-    if delta:
-        assert cache.horizon is not None
-        query = query.where(_XMIN >= cache.horizon & 0xFFFFFFFF)
-        known = cache.jobs
-    else:
-        query = query.where(Job.state.in_(_ACTIVE_STATES))
-        known, cache.jobs, cache.full_at = cache.jobs, {}, now
     fresh: list[ActiveJob] = []
-    for kept in known.values():
-        kept.fresh = False
-    for row in session.execute(query):
-        values = tuple(row)
-        if values[_STATE] not in _ACTIVE_STATES:
-            cache.jobs.pop(values[0], None)
-            continue
-        job = known.get(values[0])
-        if job is None or not job.current(values):
-            job = ActiveJob(values)
-            fresh.append(job)
-        cache.jobs[values[0]] = job
+    if not (delta and _read_delta(session, cache, fresh)):
+        known, cache.jobs, cache.full_at = cache.jobs, {}, now
+        rows = session.execute(select(*_COLUMNS).where(Job.state.in_(_ACTIVE_STATES)))
+        _merge(cache, known, (tuple(r) for r in rows), fresh)
     cache.horizon = horizon
     jobs: list[Any] = list(cache.jobs.values())
     missing = [j for j in fresh if (j.id, j.mode, j.req_rows, j.req_cols) not in _DERIVED]
@@ -201,6 +186,59 @@ def load_active_jobs(session: Session) -> list[Any]:
         job.user_name = users.get(job.user_id, "")
         job.preemptible, job.arch, job.shapes = _DERIVED[(job.id, job.mode, *_req(job))]
     return jobs
+
+
+def _read_delta(session: Session, cache: _JobCache, fresh: list[ActiveJob]) -> bool:
+    """Merge the rows written since the last read into the cache; False (cache untouched) if
+    active rows went missing (deleted outright: the caller reads everything). The count of
+    active rows comes with the rows, from the same snapshot."""
+    assert cache.horizon is not None
+    active = select(func.count()).select_from(Job).where(Job.state.in_(_ACTIVE_STATES))
+    rows = session.execute(
+        select(*_COLUMNS, active.scalar_subquery()).where(_XMIN >= cache.horizon & 0xFFFFFFFF)
+    ).all()
+    if rows:
+        total = rows[0][-1]
+    else:
+        total = session.execute(active).scalar_one()
+    known = cache.jobs
+    changed: dict[str, ActiveJob | None] = {}
+    for row in rows:
+        values = tuple(row)[:-1]
+        job = known.get(values[0])
+        if values[_STATE] not in _ACTIVE_STATES:
+            changed[values[0]] = None
+        elif job is None or not job.current(values):
+            changed[values[0]] = ActiveJob(values)
+    kept = sum(1 for k in changed if k in known)
+    if len(known) - kept + sum(1 for j in changed.values() if j is not None) != total:
+        return False
+    for kept_job in known.values():
+        kept_job.fresh = False
+    for key, job in changed.items():
+        if job is None:
+            known.pop(key, None)
+        else:
+            known[key] = job
+            fresh.append(job)
+    return True
+
+
+def _merge(
+    cache: _JobCache,
+    known: dict[str, ActiveJob],
+    rows: Iterable[tuple[Any, ...]],
+    fresh: list[ActiveJob],
+) -> None:
+    """Fill cache.jobs from a full read of the active rows, keeping unchanged objects."""
+    for kept in known.values():
+        kept.fresh = False
+    for values in rows:
+        job = known.get(values[0])
+        if job is None or not job.current(values):
+            job = ActiveJob(values)
+            fresh.append(job)
+        cache.jobs[values[0]] = job
 
 
 def _req(job: ActiveJob) -> tuple[int, int]:
