@@ -79,6 +79,14 @@ def seed(url: str, template_id: str, jobs: int, running: int, wafers: int) -> li
             batch.append(clone)
         with session_scope(url) as s:
             s.execute(insert(Job), batch)
+    if not url.startswith("sqlite"):
+        # A bulk load leaves the planner's statistics at "one row" until autovacuum's analyze
+        # runs (a minute or more under load): lists then sort every job. Analyze, as after any
+        # bulk load; jobs that arrive one by one keep autovacuum's statistics current.
+        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("ANALYZE jobs"))
+        engine.dispose()
     return ids
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, literal_column, select, text
+from sqlalchemy import literal_column, select, text
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, Tenant, User, Wafer
@@ -127,6 +127,7 @@ class _JobCache:
     jobs: dict[str, ActiveJob] = field(default_factory=dict)
     names: tuple[dict[int, str], dict[int, str]] | None = None
     horizon: int | None = None  # PostgreSQL: every transaction below it was seen
+    table: int | None = None  # PostgreSQL: the jobs table's file (a TRUNCATE makes a new one)
     full_at: float = 0.0
 
 
@@ -144,31 +145,35 @@ def load_active_jobs(session: Session) -> list[Any]:
     The rows are cached per database between calls. On PostgreSQL only the rows written since
     the last call are read: those whose `xmin` (the writing transaction) is at or above the
     oldest transaction still running when the last call read (`pg_snapshot_xmin`), so a
-    transaction that commits late is still seen; every FULL_RELOAD_S a full read catches rows
-    deleted outright. On SQLite every row is read but an unchanged one keeps its object."""
+    transaction that commits late is still seen. SAM never deletes a job row; a TRUNCATE (tests,
+    a restore) changes the table's file node and forces a full read, and every FULL_RELOAD_S a
+    full read catches rows deleted by hand. On SQLite every row is read but an unchanged one keeps its object."""
     bind = session.get_bind()
     cache = _CACHES.setdefault(str(bind.engine.url), _JobCache())
     tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
     users = dict(session.execute(select(User.id, User.name)).all())
     if cache.names != (tenants, users):  # a renamed tenant or user: rebuild every row
         cache.jobs, cache.names = {}, (tenants, users)
-    horizon = None
+    horizon = table = None
     if bind.dialect.name == "postgresql":
-        horizon = int(session.execute(_PG_HORIZON).scalar_one())
+        horizon, table = session.execute(_PG_HORIZON).one()
     now = time.monotonic()
     delta = (
         horizon is not None
         and cache.horizon is not None
         and horizon >> 32 == cache.horizon >> 32
         and horizon >= cache.horizon
+        and table == cache.table
         and now - cache.full_at < FULL_RELOAD_S
     )
     fresh: list[ActiveJob] = []
-    if not (delta and _read_delta(session, cache, fresh)):
+    if delta:
+        _read_delta(session, cache, fresh)
+    else:
         known, cache.jobs, cache.full_at = cache.jobs, {}, now
         rows = session.execute(select(*_COLUMNS).where(Job.state.in_(_ACTIVE_STATES)))
         _merge(cache, known, (tuple(r) for r in rows), fresh)
-    cache.horizon = horizon
+    cache.horizon, cache.table = horizon, table
     jobs: list[Any] = list(cache.jobs.values())
     missing = [j for j in fresh if (j.id, j.mode, j.req_rows, j.req_cols) not in _DERIVED]
     for at in range(0, len(missing), 1000):
@@ -188,40 +193,21 @@ def load_active_jobs(session: Session) -> list[Any]:
     return jobs
 
 
-def _read_delta(session: Session, cache: _JobCache, fresh: list[ActiveJob]) -> bool:
-    """Merge the rows written since the last read into the cache; False (cache untouched) if
-    active rows went missing (deleted outright: the caller reads everything). The count of
-    active rows comes with the rows, from the same snapshot."""
+def _read_delta(session: Session, cache: _JobCache, fresh: list[ActiveJob]) -> None:
+    """Merge the rows written since the last read into the cache."""
     assert cache.horizon is not None
-    active = select(func.count()).select_from(Job).where(Job.state.in_(_ACTIVE_STATES))
-    rows = session.execute(
-        select(*_COLUMNS, active.scalar_subquery()).where(_XMIN >= cache.horizon & 0xFFFFFFFF)
-    ).all()
-    if rows:
-        total = rows[0][-1]
-    else:
-        total = session.execute(active).scalar_one()
     known = cache.jobs
-    changed: dict[str, ActiveJob | None] = {}
-    for row in rows:
-        values = tuple(row)[:-1]
-        job = known.get(values[0])
+    for kept in known.values():
+        kept.fresh = False
+    for row in session.execute(select(*_COLUMNS).where(_XMIN >= cache.horizon & 0xFFFFFFFF)):
+        values = tuple(row)
         if values[_STATE] not in _ACTIVE_STATES:
-            changed[values[0]] = None
-        elif job is None or not job.current(values):
-            changed[values[0]] = ActiveJob(values)
-    kept = sum(1 for k in changed if k in known)
-    if len(known) - kept + sum(1 for j in changed.values() if j is not None) != total:
-        return False
-    for kept_job in known.values():
-        kept_job.fresh = False
-    for key, job in changed.items():
-        if job is None:
-            known.pop(key, None)
-        else:
-            known[key] = job
+            known.pop(values[0], None)
+            continue
+        job = known.get(values[0])
+        if job is None or not job.current(values):
+            known[values[0]] = job = ActiveJob(values)
             fresh.append(job)
-    return True
 
 
 def _merge(
@@ -247,7 +233,11 @@ def _req(job: ActiveJob) -> tuple[int, int]:
 
 # The oldest transaction still running now (64-bit, with its epoch): rows written by older ones
 # are visible to every later read.
-_PG_HORIZON = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+# And the jobs table's file node, which TRUNCATE (or a restore) changes.
+_PG_HORIZON = text(
+    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,"
+    " pg_relation_filenode('jobs')::bigint"
+)
 _XMIN: Any = literal_column("jobs.xmin::text::bigint")
 
 
