@@ -343,6 +343,8 @@ def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger
     for job in jobs:
         if job.state == "compiling":
             load[job.tenant] = load.get(job.tenant, 0) + 1
+    if len(per_tenant) == 1:  # one tenant: its own order (the heap below gives the same)
+        return next(iter(per_tenant.values()))
     rank = {id(j): k for k, j in enumerate(ordered)}
     heap = [(load.get(t, 0), rank[id(q[0])], t) for t, q in per_tenant.items()]
     heapq.heapify(heap)
@@ -450,6 +452,8 @@ def _explain_all(
         for t in ends
         if wafers[i].online
     ]
+    picked = [only is None or only(position, job) for position, job in enumerate(left, start=1)]
+    last = max((k for k, chosen in enumerate(picked, start=1) if chosen), default=0)
     etas = estimate_starts(
         left,
         held,
@@ -457,12 +461,12 @@ def _explain_all(
         max((r * c for r, c in view.shapes), default=0),
         cycle.now,
         cycle.reservation,
-        cycle.config.eta_depth,
+        min(cycle.config.eta_depth, last),  # no job behind the last one explained needs one
     )
     out: dict[JobId, JobExplain] = {}
     pending_ahead = queued_ahead = 0
     for position, job in enumerate(left, start=1):
-        if only is None or only(position, job):
+        if picked[position - 1]:
             compiles_ahead = ahead.get(job.id, queued_ahead)
             why = job_reasons(job, view, cycle.ledger, pending_ahead, compiles_ahead, cycle.now)
             out[job.id] = JobExplain(position, prios[job.id], why, etas[job.id])
