@@ -5,11 +5,12 @@ All of it happens in the caller's transaction; the messages are sent only after 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, bindparam, update
+from sqlalchemy import Table, bindparam, text, update
 from sqlalchemy.orm import Session
 
 from sam_server.broker import COMPILE_QUEUE, COMPILE_TASK, RUN_TASK, wafer_queue
@@ -28,7 +29,12 @@ _refresh_cursor = {"at": 0}
 
 
 def apply_plan(
-    session: Session, plan: Plan, jobs: Mapping[str, Any], *, dispatch_timeout_s: float
+    session: Session,
+    plan: Plan,
+    jobs: Mapping[str, Any],
+    *,
+    dispatch_timeout_s: float,
+    selection: ExplainSelection | None = None,
 ) -> int:
     """Apply every decision of `plan`; returns how many messages were queued for dispatch.
     `jobs` are the cycle's rows of the active jobs (their `reason` decides which explanations
@@ -67,26 +73,49 @@ def apply_plan(
                 )
             )
     session.flush()
-    write_explanations(session, plan, jobs)
+    write_explanations(session, plan, jobs, selection)
     return sent
 
 
-def write_explanations(session: Session, plan: Plan, jobs: Mapping[str, Any]) -> int:
-    """Store the explanations chosen (see EXPLAIN_DEPTH) in one batched UPDATE; returns how many."""
+class ExplainSelection:
+    """Which waiting jobs a cycle explains (`plan(explain_only=...)`) and then stores: the
+    first EXPLAIN_DEPTH in queue order, this cycle's slice of EXPLAIN_REFRESH, and every job
+    whose row changed since the last cycle or was never explained (deeper in the queue a job's
+    first reason follows from its state: only a changed row can change it; the slice refreshes
+    the rest). `jobs` are the cycle's rows (`snapshot.ActiveJob`, `fresh` when re-read)."""
+
+    def __init__(self, jobs: Mapping[str, Any], waiting: int) -> None:
+        cursor = _refresh_cursor["at"] if _refresh_cursor["at"] < waiting else EXPLAIN_DEPTH
+        self.window = range(cursor, cursor + EXPLAIN_REFRESH)
+        _refresh_cursor["at"] = cursor + EXPLAIN_REFRESH
+        self.depth = EXPLAIN_DEPTH
+        self.changed = {
+            key for key, row in jobs.items() if row.reason is None or getattr(row, "fresh", True)
+        }
+
+    def __call__(self, position: int, job: Any) -> bool:
+        k = position - 1
+        return k < self.depth or k in self.window or str(job.id) in self.changed
+
+
+def write_explanations(
+    session: Session, plan: Plan, jobs: Mapping[str, Any], selection: ExplainSelection | None = None
+) -> int:
+    """Store the explanations chosen (see ExplainSelection) in one batched UPDATE; returns how
+    many. `plan.waiting` holds the explained jobs, keyed in queue order."""
     decided = {str(j) for j in plan.compiles} | {str(s.job_id) for s in plan.starts}
-    items = list(plan.waiting.items())
-    cursor = _refresh_cursor["at"] if _refresh_cursor["at"] < len(items) else EXPLAIN_DEPTH
-    window = range(cursor, cursor + EXPLAIN_REFRESH)
-    _refresh_cursor["at"] = cursor + EXPLAIN_REFRESH
+    selection = selection or ExplainSelection(jobs, len(plan.waiting))
+    depth, window = selection.depth, selection.window
     planned_at = utcnow().isoformat()
     rows = []
-    for k, (job_id, info) in enumerate(items):
+    for job_id, info in plan.waiting.items():
         key = str(job_id)
         row = jobs.get(key)
         if row is None or key in decided or row.state not in ("queued", "compiling", "pending"):
             continue
+        k = info.position - 1
         code = info.reasons[0].code if info.reasons else None
-        if k < EXPLAIN_DEPTH or k in window or code != row.reason:
+        if k < depth or k in window or code != row.reason:
             rows.append({"_id": key, "explain": _explain(info, planned_at), "reason": code})
     store_explanations(session, rows)
     return len(rows)
@@ -94,7 +123,14 @@ def write_explanations(session: Session, plan: Plan, jobs: Mapping[str, Any]) ->
 
 def store_explanations(session: Session, rows: list[dict[str, Any]]) -> None:
     """Write `{_id, explain, reason}` rows in one batched UPDATE (no ORM objects loaded)."""
-    if rows:
+    if not rows:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        # One statement over one JSON document: an executemany of 3,000 rows cost 0.6 s of a
+        # cycle (and text arrays are escaped element by element by the driver).
+        doc = [{"id": r["_id"], "explain": r["explain"], "reason": r["reason"]} for r in rows]
+        session.execute(_PG_EXPLAIN, {"doc": json.dumps(doc)})
+    else:
         table: Table = Job.__table__  # type: ignore[assignment]
         session.execute(
             update(table)
@@ -102,6 +138,13 @@ def store_explanations(session: Session, rows: list[dict[str, Any]]) -> None:
             .values(explain=bindparam("explain"), reason=bindparam("reason")),
             rows,
         )
+
+
+_PG_EXPLAIN = text(
+    "UPDATE jobs SET explain = v.explain, reason = v.reason"
+    " FROM json_to_recordset(CAST(:doc AS json)) AS v(id text, explain json, reason text)"
+    " WHERE jobs.id = v.id"
+)
 
 
 def _start(

@@ -17,17 +17,17 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from sam_server.config import Settings
+from sam_server.config import ClusterConfig, Settings
 from sam_server.db.models import JobEvent, OutboxMessage
 from sam_server.db.session import engine_for, session_scope
 from sam_server.db.types import utcnow
-from sam_server.scheduler.decisions import apply_plan
+from sam_server.scheduler.decisions import ExplainSelection, apply_plan
 from sam_server.scheduler.gates import gate_jobs
 from sam_server.scheduler.leader import Leadership
 from sam_server.scheduler.metrics import SchedulerMetrics
 from sam_server.scheduler.reaper import reap_expired
 from sam_server.scheduler.reuse import reuse_compiled
-from sam_server.scheduler.snapshot import build_snapshot, load_active_jobs
+from sam_server.scheduler.snapshot import build_snapshot, forget_active_jobs, load_active_jobs
 from sam_server.scheduler.usage import charge_usage
 from sam_server.scheduling import PolicyConfig, plan
 from sam_server.services.history import purge_ended
@@ -73,6 +73,24 @@ def run_cycle(
     max_jobs = {w.id: w.max_jobs for w in cluster.wafers}
     stats = CycleStats()
     now = time.time()  # one instant for the snapshot and the plan
+    try:
+        _plan_and_apply(settings, config, cluster, compile_servers, max_jobs, now, stats)
+    except BaseException:
+        forget_active_jobs()  # the cached rows may hold edits that were rolled back
+        raise
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
+    settings: Settings,
+    config: PolicyConfig,
+    cluster: ClusterConfig,
+    compile_servers: int,
+    max_jobs: dict[str, int],
+    now: float,
+    stats: CycleStats,
+) -> None:
     with session_scope(settings.resolved_database_url) as session:
         stats.reaped = reap_expired(session, max_attempts=settings.max_attempts)
         expire_compile_servers(session, older_than_s=settings.compile_server_expire_s)
@@ -95,18 +113,18 @@ def run_cycle(
             slots_per_tenant=settings.compile_slots_per_tenant,
             gated=gated,
         )
-        decided = plan(snapshot, now, config)
+        rows = {j.id: j for j in jobs}
+        selection = ExplainSelection(rows, len(snapshot.jobs))
+        decided = plan(snapshot, now, config, explain_only=selection)
         apply_plan(
-            session, decided, {j.id: j for j in jobs}, dispatch_timeout_s=settings.lease_s * 2
+            session, decided, rows, dispatch_timeout_s=settings.lease_s * 2, selection=selection
         )
         stats.compiles, stats.starts = len(decided.compiles), len(decided.starts)
-        stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.waiting)
+        stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.order)
         stats.wafers = {
             w: (m.free_pes, m.largest_free_rect[0] * m.largest_free_rect[1], m.fragmentation)
             for w, m in decided.wafer_metrics.items()
         }
-    stats.seconds = time.perf_counter() - started
-    return stats
 
 
 # send(task, queue, payload): hands one outbox message to the broker

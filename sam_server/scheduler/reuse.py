@@ -10,21 +10,38 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Job
 from sam_server.services.lifecycle import reuse_artifact
 
+# Per database: the queued and compiling jobs when these hashes were last found without an
+# artifact. An artifact appears only when a job's compile ends, so while every one of those jobs
+# is still queued or compiling the hashes need no new look (at 100,000 queued tasks of one
+# array, the look was a scan of the jobs table every cycle).
+_WITHOUT: dict[str, tuple[set[str], set[str]]] = {}
+
 
 def reuse_compiled(session: Session, jobs: list[Any]) -> int:
     """Give every queued job with a known artifact (same `compile_hash`) that artifact."""
     queued = [j for j in jobs if j.state == "queued" and j.compile_hash and not j.cancel_requested]
+    waiting = {j.id for j in jobs if j.state in ("queued", "compiling")}
+    url = str(session.get_bind().engine.url)
+    tracked, without = _WITHOUT.get(url, (set(), set()))
+    if not tracked <= waiting:  # some compile ended (or a job left): any hash may have one now
+        without = set()
+    _WITHOUT[url] = (waiting, without)
     if not queued:
         return 0
-    hashes = {j.compile_hash for j in queued}
+    hashes = {j.compile_hash for j in queued} - without
     known: dict[str, tuple[str, dict | None]] = {}  # type: ignore[type-arg]
-    rows = session.execute(
-        select(Job.compile_hash, Job.compile_key, Job.compile_summary).where(
-            Job.compile_hash.in_(hashes), Job.compile_key.is_not(None)
+    rows = (
+        session.execute(
+            select(Job.compile_hash, Job.compile_key, Job.compile_summary).where(
+                Job.compile_hash.in_(hashes), Job.compile_key.is_not(None)
+            )
         )
+        if hashes
+        else ()
     )
     for digest, key, summary in rows:
         known.setdefault(digest, (key, summary))
+    without |= hashes - set(known)
     reused = 0
     for job in queued:
         if job.compile_hash in known:

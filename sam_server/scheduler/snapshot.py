@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import literal_column, select, text
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, Tenant, User, Wafer
@@ -62,53 +65,181 @@ _COLUMNS = (
     Job.array_task_id,
     Job.array_max_running,
 )
-_DERIVED: dict[str, tuple[bool, str | None, tuple[tuple[int, int], ...]]] = {}
+_DERIVED: dict[tuple[str, str, int, int], tuple[bool, str | None, tuple[tuple[int, int], ...]]] = {}
+_ACTIVE_STATES = tuple(s.value for s in ACTIVE)
+_KEYS = tuple(c.key for c in _COLUMNS)
+_STATE, _REASON = _KEYS.index("state"), _KEYS.index("reason")
+FULL_RELOAD_S = 60.0
+"""The cached rows are checked against a full read this often (a deleted row, an xid epoch)."""
 
 
 class ActiveJob:
     """A non-terminal job as the planning cycle reads it: plain attributes, no ORM identity
     (loading 100,000 ORM objects with their tenant, user and JSON spec took most of a cycle).
     `tenant_name`, `user_name` and the spec-derived `preemptible`, `arch`, `shapes` are set by
-    load_active_jobs."""
+    load_active_jobs; `policy` caches its policy job (see to_policy_job)."""
 
     __slots__ = (
-        *(c.key for c in _COLUMNS),
+        *_KEYS,
         "tenant_name",
         "user_name",
         "preemptible",
         "arch",
         "shapes",
+        "row",
+        "policy",
+        "policy_state",
+        "fresh",
     )
+    # (for the type checker; every column of _COLUMNS is an attribute)
+    id: str
+    state: str
+    reason: str | None
+    mode: str
+    req_rows: int
+    req_cols: int
+    tenant_id: int
+    user_id: int
+    tenant_name: str
+    user_name: str
+    preemptible: bool
+    arch: str | None
+    shapes: tuple[tuple[int, int], ...]
 
-    def __init__(self, values: dict[str, object]) -> None:
-        for key, value in values.items():
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        for key, value in zip(_KEYS, row, strict=True):
             setattr(self, key, value)
+        self.row = row
+        self.policy: PolicyJob | None = None
+        self.policy_state: str | None = None
+        self.fresh = True  # read this cycle (new or changed); False once reused unchanged
+
+    def current(self, row: tuple[Any, ...]) -> bool:
+        """Whether this object still is `row` as read (the cycle may have set state/reason
+        without committing them)."""
+        return self.row == row and self.state == row[_STATE] and self.reason == row[_REASON]
+
+
+@dataclass
+class _JobCache:
+    """One database's active jobs between cycles (the scheduler process plans every second;
+    re-reading and converting 100,000 rows each time was most of a cycle)."""
+
+    jobs: dict[str, ActiveJob] = field(default_factory=dict)
+    names: tuple[dict[int, str], dict[int, str]] | None = None
+    horizon: int | None = None  # PostgreSQL: every transaction below it was seen
+    table: int | None = None  # PostgreSQL: the jobs table's file (a TRUNCATE makes a new one)
+    full_at: float = 0.0
+
+
+_CACHES: dict[str, _JobCache] = {}
+
+
+def forget_active_jobs() -> None:
+    """Drop the cached rows (a cycle that failed may have left them edited but not committed)."""
+    _CACHES.clear()
 
 
 def load_active_jobs(session: Session) -> list[Any]:
-    """Every job that is not terminal, as ActiveJob rows."""
+    """Every job that is not terminal, as ActiveJob rows.
+
+    The rows are cached per database between calls. On PostgreSQL only the rows written since
+    the last call are read: those whose `xmin` (the writing transaction) is at or above the
+    oldest transaction still running when the last call read (`pg_snapshot_xmin`), so a
+    transaction that commits late is still seen. SAM never deletes a job row; a TRUNCATE (tests,
+    a restore) changes the table's file node and forces a full read, and every FULL_RELOAD_S a
+    full read catches rows deleted by hand. On SQLite every row is read but an unchanged one keeps its object."""
+    bind = session.get_bind()
+    cache = _CACHES.setdefault(str(bind.engine.url), _JobCache())
     tenants = dict(session.execute(select(Tenant.id, Tenant.name)).all())
     users = dict(session.execute(select(User.id, User.name)).all())
-    rows = session.execute(
-        select(*_COLUMNS).where(Job.state.in_([s.value for s in ACTIVE]))
-    ).mappings()
-    jobs: list[Any] = [ActiveJob(dict(r)) for r in rows]
-    missing = [j.id for j in jobs if j.id not in _DERIVED]
+    if cache.names != (tenants, users):  # a renamed tenant or user: rebuild every row
+        cache.jobs, cache.names = {}, (tenants, users)
+    horizon = table = None
+    if bind.dialect.name == "postgresql":
+        horizon, table = session.execute(_PG_HORIZON).one()
+    now = time.monotonic()
+    delta = (
+        horizon is not None
+        and cache.horizon is not None
+        and horizon >> 32 == cache.horizon >> 32
+        and horizon >= cache.horizon
+        and table == cache.table
+        and now - cache.full_at < FULL_RELOAD_S
+    )
+    fresh: list[ActiveJob] = []
+    if delta:
+        _read_delta(session, cache, fresh)
+    else:
+        known, cache.jobs, cache.full_at = cache.jobs, {}, now
+        rows = session.execute(select(*_COLUMNS).where(Job.state.in_(_ACTIVE_STATES)))
+        _merge(cache, known, (tuple(r) for r in rows), fresh)
+    cache.horizon, cache.table = horizon, table
+    jobs: list[Any] = list(cache.jobs.values())
+    missing = [j for j in fresh if (j.id, j.mode, j.req_rows, j.req_cols) not in _DERIVED]
     for at in range(0, len(missing), 1000):
-        batch = missing[at : at + 1000]
+        batch = [j.id for j in missing[at : at + 1000]]
         for job_id, spec, mode, rows_, cols_ in session.execute(
             select(Job.id, Job.spec, Job.mode, Job.req_rows, Job.req_cols).where(Job.id.in_(batch))
         ):
-            _DERIVED[job_id] = _derive(spec, mode, rows_, cols_)
+            _DERIVED[(job_id, mode, rows_, cols_)] = _derive(spec, mode, rows_, cols_)
     if len(_DERIVED) > 4 * len(jobs) + 10_000:  # forget ended jobs now and then
-        live = {j.id for j in jobs}
-        for job_id in [k for k in _DERIVED if k not in live]:
-            del _DERIVED[job_id]
-    for job in jobs:
+        live = {(j.id, j.mode, j.req_rows, j.req_cols) for j in jobs}
+        for key in [k for k in _DERIVED if k not in live]:
+            del _DERIVED[key]
+    for job in fresh:
         job.tenant_name = tenants.get(job.tenant_id, "")
         job.user_name = users.get(job.user_id, "")
-        job.preemptible, job.arch, job.shapes = _DERIVED[job.id]
+        job.preemptible, job.arch, job.shapes = _DERIVED[(job.id, job.mode, *_req(job))]
     return jobs
+
+
+def _read_delta(session: Session, cache: _JobCache, fresh: list[ActiveJob]) -> None:
+    """Merge the rows written since the last read into the cache."""
+    assert cache.horizon is not None
+    known = cache.jobs
+    for kept in known.values():
+        kept.fresh = False
+    for row in session.execute(select(*_COLUMNS).where(_XMIN >= cache.horizon & 0xFFFFFFFF)):
+        values = tuple(row)
+        if values[_STATE] not in _ACTIVE_STATES:
+            known.pop(values[0], None)
+            continue
+        job = known.get(values[0])
+        if job is None or not job.current(values):
+            known[values[0]] = job = ActiveJob(values)
+            fresh.append(job)
+
+
+def _merge(
+    cache: _JobCache,
+    known: dict[str, ActiveJob],
+    rows: Iterable[tuple[Any, ...]],
+    fresh: list[ActiveJob],
+) -> None:
+    """Fill cache.jobs from a full read of the active rows, keeping unchanged objects."""
+    for kept in known.values():
+        kept.fresh = False
+    for values in rows:
+        job = known.get(values[0])
+        if job is None or not job.current(values):
+            job = ActiveJob(values)
+            fresh.append(job)
+        cache.jobs[values[0]] = job
+
+
+def _req(job: ActiveJob) -> tuple[int, int]:
+    return job.req_rows, job.req_cols
+
+
+# The oldest transaction still running now (64-bit, with its epoch): rows written by older ones
+# are visible to every later read.
+# And the jobs table's file node, which TRUNCATE (or a restore) changes.
+_PG_HORIZON = text(
+    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,"
+    " pg_relation_filenode('jobs')::bigint"
+)
+_XMIN: Any = literal_column("jobs.xmin::text::bigint")
 
 
 def _derive(
@@ -122,6 +253,17 @@ def _derive(
 
 
 def to_policy_job(job: Any) -> PolicyJob:
+    """The policy's view of one row (cached on an ActiveJob until its state changes)."""
+    cached = getattr(job, "policy", None)
+    if cached is not None and job.policy_state == job.state:
+        return cached  # type: ignore[no-any-return]
+    policy = _policy_job(job)
+    if isinstance(job, ActiveJob):
+        job.policy, job.policy_state = policy, job.state
+    return policy
+
+
+def _policy_job(job: Any) -> PolicyJob:
     # the policy sees a region holder (running or cancelling) as running
     state: JobState = "running" if job.state in HOLDS_REGION else job.state
     rows = job.region_rows if job.state in HOLDS_REGION and job.region_rows else job.req_rows

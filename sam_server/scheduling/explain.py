@@ -27,8 +27,10 @@ class ClusterView:
     flexible: bool = True
     most_free: int = 0
     largest: tuple[int, int] = (0, 0)
+    distinct: frozenset[tuple[int, int]] = frozenset()  # `shapes` once each (100 equal wafers)
 
     def __post_init__(self) -> None:
+        self.distinct = frozenset(self.shapes)
         usable = [s for s in self.spaces if s is not None]
         self.most_free = max((s.free_pes for s in usable), default=0)
         rects = [s.largest_free_rect() for s in usable]
@@ -37,7 +39,7 @@ class ClusterView:
 
 def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
     """WaferUnavailable, Resources, Fragmented or ReservedFor, whichever holds for `job` now."""
-    if not any(r >= job.rows and c >= job.cols for r, c in view.shapes):
+    if not any(r >= job.rows and c >= job.cols for r, c in view.distinct):
         return [reasons.wafer_unavailable(job.rows, job.cols)]
     if not view.fit_now.fits(job.rows, job.cols):
         if view.most_free < job.pes:
@@ -115,20 +117,21 @@ def estimate_starts(
     clock = now
     etas: dict[JobId, float | None] = {}
     for k, job in enumerate(ordered):
-        if k >= depth or job.pes > largest_wafer:
+        need = job.pes
+        if k >= depth or need > largest_wafer:
             etas[job.id] = None
             continue
-        while free < job.pes and heap:
+        while free < need and heap:
             end, pes = heapq.heappop(heap)
             clock = max(clock, end)
             free += pes
-        if free < job.pes:
+        if free < need:
             etas[job.id] = None
             continue
         start = clock
         if reservation is not None and reservation.job_id == job.id:
             start = reservation.start_time
         etas[job.id] = start
-        heapq.heappush(heap, (start + job.time_limit_s, job.pes))
-        free -= job.pes
+        heapq.heappush(heap, (start + job.time_limit_s, need))
+        free -= need
     return etas

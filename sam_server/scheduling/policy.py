@@ -19,6 +19,7 @@ snapshot always gives the same plan.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
@@ -429,6 +430,8 @@ def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger
     for job in jobs:
         if job.state == "compiling":
             load[job.tenant] = load.get(job.tenant, 0) + 1
+    if len(per_tenant) == 1:  # one tenant: its own order (the heap below gives the same)
+        return next(iter(per_tenant.values()))
     rank = {id(j): k for k, j in enumerate(ordered)}
     heap = [(load.get(t, 0), rank[id(q[0])], t) for t, q in per_tenant.items()]
     heapq.heapify(heap)
@@ -464,13 +467,18 @@ def _compiles(queue: list[Job], snapshot: Snapshot) -> list[JobId]:
 
 
 def plan(
-    snapshot: Snapshot, now: float, config: PolicyConfig | None = None, explain: bool = True
+    snapshot: Snapshot,
+    now: float,
+    config: PolicyConfig | None = None,
+    explain: bool = True,
+    explain_only: Callable[[int, Job], bool] | None = None,
 ) -> Plan:
     """One scheduling cycle: compiles, starts, preemptions, and the explanation of every wait.
 
     `config` overrides `snapshot.config`. `now` is the caller's time in float seconds.
     `explain=False` (trace replay only) skips `waiting` and `order`, which are then empty; the
-    decisions are the same.
+    decisions are the same. `explain_only(position, job)`: explain only the jobs it accepts
+    (the live loop stores a few thousand explanations a cycle, not 100,000); `order` is whole.
     """
     config = config or snapshot.config
     cycle = _init_cycle(snapshot, now, config)
@@ -490,7 +498,9 @@ def plan(
         compiles=compiles,
         starts=cycle.starts,
         preemptions=cycle.preemptions,
-        waiting=_explain_all(cycle, left, prios, set(compiles), queue) if explain else {},
+        waiting=_explain_all(cycle, left, prios, set(compiles), queue, explain_only)
+        if explain
+        else {},
         reservation=cycle.reservation,
         wafer_metrics=_metrics(cycle),
         order=[j.id for j in left],
@@ -504,6 +514,7 @@ def _explain_all(
     prios: dict[JobId, PriorityBreakdown],
     dispatched: set[JobId],
     compile_order: list[Job],
+    only: Callable[[int, Job], bool] | None = None,
 ) -> dict[JobId, JobExplain]:
     """JobExplain for every job left waiting, in queue order; a queued job's compiles ahead
     are counted in the compile queue (fair between tenants), not in the priority order."""
@@ -528,6 +539,8 @@ def _explain_all(
         for t in ends
         if wafers[i].online
     ]
+    picked = [only is None or only(position, job) for position, job in enumerate(left, start=1)]
+    last = max((k for k, chosen in enumerate(picked, start=1) if chosen), default=0)
     etas = estimate_starts(
         left,
         held,
@@ -535,14 +548,15 @@ def _explain_all(
         max((r * c for r, c in view.shapes), default=0),
         cycle.now,
         cycle.reservation,
-        cycle.config.eta_depth,
+        min(cycle.config.eta_depth, last),  # no job behind the last one explained needs one
     )
     out: dict[JobId, JobExplain] = {}
     pending_ahead = queued_ahead = 0
     for position, job in enumerate(left, start=1):
-        compiles_ahead = ahead.get(job.id, queued_ahead)
-        why = job_reasons(job, view, cycle.ledger, pending_ahead, compiles_ahead, cycle.now)
-        out[job.id] = JobExplain(position, prios[job.id], why, etas[job.id])
+        if picked[position - 1]:
+            compiles_ahead = ahead.get(job.id, queued_ahead)
+            why = job_reasons(job, view, cycle.ledger, pending_ahead, compiles_ahead, cycle.now)
+            out[job.id] = JobExplain(position, prios[job.id], why, etas[job.id])
         pending_ahead += job.state == "pending"
         queued_ahead += job.state == "queued" and job.id not in dispatched
     return out

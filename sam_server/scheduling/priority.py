@@ -74,6 +74,8 @@ class PriorityCalculator:
         self.config = config
         self._tenant_f = tenant_factors(tenants)
         self._user_f: dict[tuple[str, str], float] = {}
+        self._seen: dict[tuple[object, ...], PriorityBreakdown] = {}
+        self._seen_now: float | None = None
 
     def fair_share(self, job: Job) -> float:
         """The job's fair-share factor in [0, 1]; a tenant unknown to the snapshot scores 1."""
@@ -85,7 +87,25 @@ class PriorityCalculator:
         return self._user_f[key]
 
     def breakdown(self, job: Job, now: float) -> PriorityBreakdown:
-        """Total priority of `job` at `now` with every factor and its weighted value."""
+        """Total priority of `job` at `now` with every factor and its weighted value (shared by
+        jobs equal in every field the factors read: an array's tasks, for one)."""
+        if now != self._seen_now:
+            self._seen, self._seen_now = {}, now
+        key = (
+            job.eligible_at,
+            job.time_limit_s,
+            job.rows,
+            job.cols,
+            job.priority_class,
+            job.tenant,
+            job.user,
+        )
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = self._breakdown(job, now)
+        return found
+
+    def _breakdown(self, job: Job, now: float) -> PriorityBreakdown:
         w = self.config.weights
         age = age_factor(job, now, self.config)
         factors = {

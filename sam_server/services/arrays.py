@@ -289,10 +289,11 @@ def _copy_text(value: Any) -> str:
     if value is True or value is False:
         return "t" if value else "f"
     kind = type(value)
-    if kind is str:
-        if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-            return value.translate(_COPY_ESCAPES)
-        return value
+    if kind is str:  # exactly str (a subclass goes the generic way below)
+        text: str = value
+        if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+            return text.translate(_COPY_ESCAPES)
+        return text
     if kind is int:
         return str(value)
     if kind is float and math.isfinite(value):
@@ -302,8 +303,8 @@ def _copy_text(value: Any) -> str:
     from psycopg.types.json import Json, Jsonb  # what SQLAlchemy's JSON columns bind on psycopg
 
     if isinstance(value, Json | Jsonb):
-        text = (value.dumps or json.dumps)(value.obj)
-        return (text.decode() if isinstance(text, bytes) else text).translate(_COPY_ESCAPES)
+        dumped = (value.dumps or json.dumps)(value.obj)
+        return (dumped.decode() if isinstance(dumped, bytes) else dumped).translate(_COPY_ESCAPES)
     raise TypeError(f"no COPY text for {kind.__name__}")
 
 
