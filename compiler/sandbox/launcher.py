@@ -63,7 +63,8 @@ def child_env() -> dict[str, str]:
         "PATH": "/usr/bin:/bin",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
-        # -S at start-up skips site.py and its .pth hooks; the paths are listed here instead.
+        # The sandbox's own interpreter runs isolated (-I) and sets sys.path itself
+        # (`runner.child_main`); this is for interpreters the tenant code starts.
         "PYTHONPATH": ":".join(["/sam", *site_packages()]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
