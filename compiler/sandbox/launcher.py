@@ -36,6 +36,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -211,9 +212,32 @@ def output_problem(out: Path, limits: SandboxLimits) -> str | None:
     return None
 
 
+def wait_checked(running: Running, out: Path, limits: SandboxLimits) -> tuple[int, str | None]:
+    """Wait for a task that only writes files (at most limits.wall_seconds, else
+    subprocess.TimeoutExpired), checking its output directory every OUTPUT_CHECK_S seconds from
+    this thread (no watcher thread to start and join: a short task pays nothing for the check),
+    and kill the sandbox as soon as the directory is over its caps. Returns bwrap's exit status
+    and the first problem seen, or the one the directory shows once the task is done."""
+    deadline = time.monotonic() + limits.wall_seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise subprocess.TimeoutExpired(running.proc.args, limits.wall_seconds)
+        try:
+            returncode = running.wait(min(OUTPUT_CHECK_S, remaining))
+        except subprocess.TimeoutExpired:
+            problem = output_problem(out, limits)
+            if problem is None:
+                continue
+            running.signal_kill()
+            return running.wait(), problem
+        return returncode, output_problem(out, limits)
+
+
 class OutputGuard:
-    """Checks a running task's output directory every OUTPUT_CHECK_S seconds and kills the
-    sandbox as soon as it is over its caps (a flood of files stops within one interval)."""
+    """Checks a running task's output directory every OUTPUT_CHECK_S seconds from a thread and
+    kills the sandbox as soon as it is over its caps (a flood of files stops within one
+    interval): for a task whose caller is busy meanwhile (reading a batch stream)."""
 
     def __init__(self, running: Running, out: Path, limits: SandboxLimits) -> None:
         self.problem: str | None = None

@@ -139,13 +139,11 @@ def run_task(
         else:
             with open(scratch / "stderr.txt", "wb") as stderr:
                 running = launcher.start(child_argv(), mounts(scratch), limits, None, stderr)
-        guard = launcher.OutputGuard(running, scratch / "out", limits)
         try:
-            returncode = running.wait(limits.wall_seconds)
+            returncode, problem = launcher.wait_checked(running, scratch / "out", limits)
         except subprocess.TimeoutExpired:
             raise _wall_error(limits) from None
         finally:
-            problem = guard.stop()
             running.kill()
         built = running.was_built()
         running.close()
