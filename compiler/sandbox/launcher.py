@@ -55,7 +55,12 @@ _PR_SET_PDEATHSIG = 1
 
 def bwrap_path() -> str:
     """The bwrap binary: SAM_SANDBOX_BWRAP, else the one on PATH, else /usr/bin/bwrap."""
-    return os.environ.get("SAM_SANDBOX_BWRAP") or shutil.which("bwrap") or "/usr/bin/bwrap"
+    return os.environ.get("SAM_SANDBOX_BWRAP") or _bwrap_on_path() or "/usr/bin/bwrap"
+
+
+@functools.cache
+def _bwrap_on_path() -> str | None:
+    return shutil.which("bwrap")
 
 
 def child_env() -> dict[str, str]:
@@ -377,13 +382,20 @@ def _memfd(data: bytes, fds: list[int]) -> int:
 
 def _binds(mounts: list[Mount]) -> list[Mount]:
     """Every host directory or file the sandbox sees, read-only unless the mount says so."""
+    return [*_runtime_binds(), *mounts]
+
+
+@functools.cache
+def _runtime_binds() -> tuple[Mount, ...]:
+    """The binds every sandbox shares (the libraries, the Python runtime, SAM's compiler): the
+    same for the life of the worker, so looked up once."""
     binds = [Mount(Path(p), p) for p in _LIB_DIRS if os.path.isdir(p) and not os.path.islink(p)]
     binds += [Mount(Path(p), p) for p in _LIB_LINKS if os.path.isdir(p) and not os.path.islink(p)]
     if os.path.isfile("/etc/ld.so.cache"):
         binds.append(Mount(Path("/etc/ld.so.cache"), "/etc/ld.so.cache"))
     binds += [Mount(root, str(root)) for root in python_roots()]
     binds.append(Mount(COMPILER_DIR, "/sam/compiler"))
-    return binds + list(mounts)
+    return tuple(binds)
 
 
 def _filesystem_args(binds: list[Mount], staged: list[str], limits: SandboxLimits) -> list[str]:
