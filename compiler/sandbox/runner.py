@@ -8,16 +8,19 @@ the graph declares, with its shape and dtype.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import json
 import marshal
 import os
+import queue
 import shutil
 import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -152,7 +155,42 @@ def run_task(
         result = read_result(scratch, returncode, limits, built)
         return collect(scratch / "out", result) if collect else result
     finally:
+        discard_scratch(scratch)
+
+
+_trash: queue.SimpleQueue[Path] = queue.SimpleQueue()
+_janitor_lock = threading.Lock()
+_janitor: threading.Thread | None = None
+
+
+def discard_scratch(scratch: Path) -> None:
+    """Remove a finished task's scratch directory: renamed aside at once (it is gone from its
+    path when the task's call returns) and deleted by a background thread, since deleting even
+    a few directories waits on the file system's journal (milliseconds on a busy disk) and no
+    caller needs to wait for that. What is left at interpreter exit is deleted then."""
+    global _janitor
+    trash = scratch.with_name(scratch.name + ".done")
+    try:
+        os.rename(scratch, trash)
+    except OSError:
         shutil.rmtree(scratch, ignore_errors=True)
+        return
+    with _janitor_lock:
+        if _janitor is None:
+            _janitor = threading.Thread(target=_sweep_trash, name="sam-sandbox-trash", daemon=True)
+            _janitor.start()
+            atexit.register(_empty_trash)
+    _trash.put(trash)
+
+
+def _sweep_trash() -> None:
+    while True:
+        shutil.rmtree(_trash.get(), ignore_errors=True)
+
+
+def _empty_trash() -> None:
+    while not _trash.empty():
+        shutil.rmtree(_trash.get_nowait(), ignore_errors=True)
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
