@@ -19,14 +19,20 @@ A task runs as `bwrap ... python -c <compiler.sandbox.child.run()> /job`, with:
   with no secret;
 - death with the worker: PR_SET_PDEATHSIG from the fork on, then bwrap's own; `Running.kill`
   returns only once the sandbox's init (and so every process of its PID namespace) is dead.
+
+The fork that stages, drops the uid and sets the limits (`_enter`) happens in the worker's
+spawner helper (`compiler.sandbox.spawner`), not in the worker: with a preexec step subprocess
+cannot use vfork, and forking a worker with torch loaded was the largest cost of a start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import json
+import logging
 import os
 import resource
 import select
@@ -41,11 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from compiler.sandbox import seccomp
+from compiler.sandbox import seccomp, spawner
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
 
 COMPILER_DIR = Path(__file__).resolve().parent.parent
+log = logging.getLogger("sam.sandbox")
 _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
 _TMPFS_BYTES = 512 * 1024**2
@@ -93,7 +100,7 @@ class Mount:
 class Running:
     """A started sandbox: its outer bwrap process, the uid it runs as and a pidfd of its init."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes] | spawner.Spawned
     uid: int | None
     started_fd: int = -1
     _lock: IO[bytes] | None = field(default=None, repr=False)
@@ -106,7 +113,10 @@ class Running:
         no polling loop, and the init's exit proves every process of the task is gone (the
         kernel kills a PID namespace's processes, and waits for them, before its init is dead)."""
         with contextlib.suppress(OSError):
-            self._proc_fd = os.pidfd_open(self.proc.pid)
+            if isinstance(self.proc, spawner.Spawned):
+                self._proc_fd = os.dup(self.proc.pidfd)  # taken before bwrap could be reaped
+            else:
+                self._proc_fd = os.pidfd_open(self.proc.pid)
         if init_pid is None:
             return
         try:
@@ -336,16 +346,7 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
             if mount.writable and uid is not None:
                 os.chown(mount.host, uid, uid)
         sources = [str(b.host) for b in binds]
-        parent = os.getpid()
-        proc = subprocess.Popen(
-            args,
-            env=child_env(),
-            stdin=stdio[0],
-            stdout=stdio[1],
-            stderr=stdio[2],
-            pass_fds=fds,
-            preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
-        )
+        proc = _spawn(args, (uid, sources, staged, limits), stdio, fds)
     except BaseException:
         os.close(started_read)
         os.close(info_read)
@@ -356,6 +357,63 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
     running = Running(proc, uid, started_read, lock)
     running.watch(_init_pid(info_read))
     return running
+
+
+def _spawn(
+    args: list[str],
+    enter: tuple[int | None, list[str], list[str], SandboxLimits],
+    stdio: tuple[Any, Any, Any],
+    fds: list[int],
+) -> subprocess.Popen[bytes] | spawner.Spawned:
+    """Start bwrap through the worker's spawner helper (no fork of this process), or, where the
+    helper cannot run, fork it here with `_enter` as preexec_fn."""
+    uid, sources, staged, limits = enter
+    if os.environ.get("SAM_SANDBOX_SPAWNER", "1") != "0":
+        opened: list[int] = []
+        try:
+            fd_in, stdin = _stdin_fd(stdio[0], opened)
+            fd_out = 1 if stdio[1] is None else _fileno(stdio[1])
+            fd_err = 2 if stdio[2] is None else _fileno(stdio[2])
+            entered = (uid, sources, staged, dataclasses.astuple(limits))
+            try:
+                proc = spawner.spawn(args, child_env(), entered, [fd_in, fd_out, fd_err], fds)
+            except spawner.SpawnerUnavailable as exc:
+                log.warning("%s; forking bwrap from the worker instead", exc)
+            else:
+                proc.stdin = stdin
+                return proc
+            if stdin is not None:
+                stdin.close()
+        finally:
+            for fd in opened:
+                os.close(fd)
+    parent = os.getpid()
+    return subprocess.Popen(
+        args,
+        env=child_env(),
+        stdin=stdio[0],
+        stdout=stdio[1],
+        stderr=stdio[2],
+        pass_fds=fds,
+        preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
+    )
+
+
+def _stdin_fd(stdin: Any, opened: list[int]) -> tuple[int, IO[bytes] | None]:
+    """The descriptor the task reads as stdin, and the writable end when it is a new pipe."""
+    if stdin == subprocess.PIPE:
+        read, write = os.pipe()
+        opened.append(read)
+        return read, os.fdopen(write, "wb")
+    if stdin == subprocess.DEVNULL:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        opened.append(fd)
+        return fd, None
+    return (0 if stdin is None else _fileno(stdin)), None
+
+
+def _fileno(stream: Any) -> int:
+    return stream if isinstance(stream, int) else int(stream.fileno())
 
 
 def _namespace_args() -> list[str]:
