@@ -44,12 +44,23 @@ class Spawned:
         self.returncode: int | None = None
         self.stdin: IO[bytes] | None = None
         self._status = status_fd
+        self._reading = threading.Lock()  # one thread reads the status (as Popen's wait lock)
 
     def poll(self) -> int | None:
-        return self._collect(0)
+        if not self._reading.acquire(blocking=False):
+            return self.returncode  # another thread is reading it
+        try:
+            return self._collect(0)
+        finally:
+            self._reading.release()
 
     def wait(self, timeout: float | None = None) -> int:
-        code = self._collect(timeout)
+        code = None
+        if self._reading.acquire(timeout=-1 if timeout is None else timeout):
+            try:
+                code = self._collect(timeout)
+            finally:
+                self._reading.release()
         if code is None:
             raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         return code
