@@ -158,7 +158,7 @@ def run_task(
         discard_scratch(scratch)
 
 
-_trash: queue.SimpleQueue[Path] = queue.SimpleQueue()
+_trash: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
 _janitor_lock = threading.Lock()
 _janitor: threading.Thread | None = None
 
@@ -184,13 +184,19 @@ def discard_scratch(scratch: Path) -> None:
 
 
 def _sweep_trash() -> None:
-    while True:
-        shutil.rmtree(_trash.get(), ignore_errors=True)
+    while (trash := _trash.get()) is not None:
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def _empty_trash() -> None:
+    """At interpreter exit: let the thread finish the directory it is deleting and the rest."""
+    _trash.put(None)
+    if _janitor is not None:
+        _janitor.join(30)
     while not _trash.empty():
-        shutil.rmtree(_trash.get_nowait(), ignore_errors=True)
+        trash = _trash.get_nowait()
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
