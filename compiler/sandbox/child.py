@@ -93,10 +93,9 @@ def _batches(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
 
 def _empty(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
     """Nothing, and the CPU time it took to get here (the sandbox's own start-up cost)."""
-    import resource
+    import time  # built in and already loaded at start-up, unlike the resource extension
 
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"ok": True, "cpu_s": usage.ru_utime + usage.ru_stime}
+    return {"ok": True, "cpu_s": time.process_time()}
 
 
 _TASKS = {"empty": _empty, "probe": _probe}
@@ -171,10 +170,25 @@ def say_started() -> None:
 
 
 def run() -> None:
-    """The sandbox's entry point (`python -c "import compiler.sandbox.child as c; c.run()"`)."""
+    """The sandbox's entry point (`runner.child_argv()`: `python -I -S -B -c ...`)."""
     say_started()
     if "--warm" not in sys.argv or wait_for_task():
         main()
+    _exit_now()
+
+
+def _exit_now() -> None:
+    """End the sandbox as soon as result.json is written: os._exit skips the interpreter's
+    finalization (a full garbage collection and module teardown, a third of an empty task's CPU)
+    and does not wait for threads the tenant code left behind (the PID namespace dies with this
+    process anyway)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 if __name__ == "__main__":

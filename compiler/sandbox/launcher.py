@@ -19,14 +19,20 @@ A task runs as `bwrap ... python -c <compiler.sandbox.child.run()> /job`, with:
   with no secret;
 - death with the worker: PR_SET_PDEATHSIG from the fork on, then bwrap's own; `Running.kill`
   returns only once the sandbox's init (and so every process of its PID namespace) is dead.
+
+The fork that stages, drops the uid and sets the limits (`_enter`) happens in the worker's
+spawner helper (`compiler.sandbox.spawner`), not in the worker: with a preexec step subprocess
+cannot use vfork, and forking a worker with torch loaded was the largest cost of a start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import json
+import logging
 import os
 import resource
 import select
@@ -36,15 +42,17 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from compiler.sandbox import seccomp
+from compiler.sandbox import seccomp, spawner
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
 
 COMPILER_DIR = Path(__file__).resolve().parent.parent
+log = logging.getLogger("sam.sandbox")
 _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
 _TMPFS_BYTES = 512 * 1024**2
@@ -54,7 +62,12 @@ _PR_SET_PDEATHSIG = 1
 
 def bwrap_path() -> str:
     """The bwrap binary: SAM_SANDBOX_BWRAP, else the one on PATH, else /usr/bin/bwrap."""
-    return os.environ.get("SAM_SANDBOX_BWRAP") or shutil.which("bwrap") or "/usr/bin/bwrap"
+    return os.environ.get("SAM_SANDBOX_BWRAP") or _bwrap_on_path() or "/usr/bin/bwrap"
+
+
+@functools.cache
+def _bwrap_on_path() -> str | None:
+    return shutil.which("bwrap")
 
 
 def child_env() -> dict[str, str]:
@@ -63,7 +76,8 @@ def child_env() -> dict[str, str]:
         "PATH": "/usr/bin:/bin",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
-        # -S at start-up skips site.py and its .pth hooks; the paths are listed here instead.
+        # The sandbox's own interpreter runs isolated (-I) and sets sys.path itself
+        # (`runner.child_main`); this is for interpreters the tenant code starts.
         "PYTHONPATH": ":".join(["/sam", *site_packages()]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
@@ -86,7 +100,7 @@ class Mount:
 class Running:
     """A started sandbox: its outer bwrap process, the uid it runs as and a pidfd of its init."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | spawner.Spawned
     uid: int | None
     started_fd: int = -1
     _lock: IO[bytes] | None = field(default=None, repr=False)
@@ -99,7 +113,10 @@ class Running:
         no polling loop, and the init's exit proves every process of the task is gone (the
         kernel kills a PID namespace's processes, and waits for them, before its init is dead)."""
         with contextlib.suppress(OSError):
-            self._proc_fd = os.pidfd_open(self.proc.pid)
+            if isinstance(self.proc, spawner.Spawned):
+                self._proc_fd = os.dup(self.proc.pidfd)  # taken before bwrap could be reaped
+            else:
+                self._proc_fd = os.pidfd_open(self.proc.pid)
         if init_pid is None:
             return
         try:
@@ -210,9 +227,32 @@ def output_problem(out: Path, limits: SandboxLimits) -> str | None:
     return None
 
 
+def wait_checked(running: Running, out: Path, limits: SandboxLimits) -> tuple[int, str | None]:
+    """Wait for a task that only writes files (at most limits.wall_seconds, else
+    subprocess.TimeoutExpired), checking its output directory every OUTPUT_CHECK_S seconds from
+    this thread (no watcher thread to start and join: a short task pays nothing for the check),
+    and kill the sandbox as soon as the directory is over its caps. Returns bwrap's exit status
+    and the first problem seen, or the one the directory shows once the task is done."""
+    deadline = time.monotonic() + limits.wall_seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise subprocess.TimeoutExpired(running.proc.args, limits.wall_seconds)
+        try:
+            returncode = running.wait(min(OUTPUT_CHECK_S, remaining))
+        except subprocess.TimeoutExpired:
+            problem = output_problem(out, limits)
+            if problem is None:
+                continue
+            running.signal_kill()
+            return running.wait(), problem
+        return returncode, output_problem(out, limits)
+
+
 class OutputGuard:
-    """Checks a running task's output directory every OUTPUT_CHECK_S seconds and kills the
-    sandbox as soon as it is over its caps (a flood of files stops within one interval)."""
+    """Checks a running task's output directory every OUTPUT_CHECK_S seconds from a thread and
+    kills the sandbox as soon as it is over its caps (a flood of files stops within one
+    interval): for a task whose caller is busy meanwhile (reading a batch stream)."""
 
     def __init__(self, running: Running, out: Path, limits: SandboxLimits) -> None:
         self.problem: str | None = None
@@ -306,16 +346,7 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
             if mount.writable and uid is not None:
                 os.chown(mount.host, uid, uid)
         sources = [str(b.host) for b in binds]
-        parent = os.getpid()
-        proc = subprocess.Popen(
-            args,
-            env=child_env(),
-            stdin=stdio[0],
-            stdout=stdio[1],
-            stderr=stdio[2],
-            pass_fds=fds,
-            preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
-        )
+        proc = _spawn(args, (uid, sources, staged, limits), stdio, fds)
     except BaseException:
         os.close(started_read)
         os.close(info_read)
@@ -326,6 +357,63 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
     running = Running(proc, uid, started_read, lock)
     running.watch(_init_pid(info_read))
     return running
+
+
+def _spawn(
+    args: list[str],
+    enter: tuple[int | None, list[str], list[str], SandboxLimits],
+    stdio: tuple[Any, Any, Any],
+    fds: list[int],
+) -> subprocess.Popen[bytes] | spawner.Spawned:
+    """Start bwrap through the worker's spawner helper (no fork of this process), or, where the
+    helper cannot run, fork it here with `_enter` as preexec_fn."""
+    uid, sources, staged, limits = enter
+    if os.environ.get("SAM_SANDBOX_SPAWNER", "1") != "0":
+        opened: list[int] = []
+        try:
+            fd_in, stdin = _stdin_fd(stdio[0], opened)
+            fd_out = 1 if stdio[1] is None else _fileno(stdio[1])
+            fd_err = 2 if stdio[2] is None else _fileno(stdio[2])
+            entered = (uid, sources, staged, dataclasses.astuple(limits))
+            try:
+                proc = spawner.spawn(args, child_env(), entered, [fd_in, fd_out, fd_err], fds)
+            except spawner.SpawnerUnavailable as exc:
+                log.warning("%s; forking bwrap from the worker instead", exc)
+            else:
+                proc.stdin = stdin
+                return proc
+            if stdin is not None:
+                stdin.close()
+        finally:
+            for fd in opened:
+                os.close(fd)
+    parent = os.getpid()
+    return subprocess.Popen(
+        args,
+        env=child_env(),
+        stdin=stdio[0],
+        stdout=stdio[1],
+        stderr=stdio[2],
+        pass_fds=fds,
+        preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
+    )
+
+
+def _stdin_fd(stdin: Any, opened: list[int]) -> tuple[int, IO[bytes] | None]:
+    """The descriptor the task reads as stdin, and the writable end when it is a new pipe."""
+    if stdin == subprocess.PIPE:
+        read, write = os.pipe()
+        opened.append(read)
+        return read, os.fdopen(write, "wb")
+    if stdin == subprocess.DEVNULL:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        opened.append(fd)
+        return fd, None
+    return (0 if stdin is None else _fileno(stdin)), None
+
+
+def _fileno(stream: Any) -> int:
+    return stream if isinstance(stream, int) else int(stream.fileno())
 
 
 def _namespace_args() -> list[str]:
@@ -352,13 +440,20 @@ def _memfd(data: bytes, fds: list[int]) -> int:
 
 def _binds(mounts: list[Mount]) -> list[Mount]:
     """Every host directory or file the sandbox sees, read-only unless the mount says so."""
+    return [*_runtime_binds(), *mounts]
+
+
+@functools.cache
+def _runtime_binds() -> tuple[Mount, ...]:
+    """The binds every sandbox shares (the libraries, the Python runtime, SAM's compiler): the
+    same for the life of the worker, so looked up once."""
     binds = [Mount(Path(p), p) for p in _LIB_DIRS if os.path.isdir(p) and not os.path.islink(p)]
     binds += [Mount(Path(p), p) for p in _LIB_LINKS if os.path.isdir(p) and not os.path.islink(p)]
     if os.path.isfile("/etc/ld.so.cache"):
         binds.append(Mount(Path("/etc/ld.so.cache"), "/etc/ld.so.cache"))
     binds += [Mount(root, str(root)) for root in python_roots()]
     binds.append(Mount(COMPILER_DIR, "/sam/compiler"))
-    return binds + list(mounts)
+    return tuple(binds)
 
 
 def _filesystem_args(binds: list[Mount], staged: list[str], limits: SandboxLimits) -> list[str]:

@@ -8,14 +8,19 @@ the graph declares, with its shape and dtype.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import importlib.util
 import json
 import marshal
 import os
+import queue
 import shutil
 import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -69,14 +74,48 @@ def mounts(scratch: Path) -> list[launcher.Mount]:
 
 
 def child_argv(*extra: str) -> list[str]:
-    """The command run inside the sandbox."""
+    """The command run inside the sandbox: `python -I -S -B -c CHILD_MAIN /job ...`.
+
+    -I (isolated: no PYTHON* variable, no user site, no working directory or script directory on
+    sys.path) and -S (no site.py: no .pth file runs, such as an editable install's import hook)
+    leave sys.path to the standard library; CHILD_MAIN puts SAM's code in front of it and the
+    environment's site-packages after it, the order site.py would give. -B: the sandbox cannot
+    write bytecode anyway (the worker writes the child's own, `_child_bytecode`). -c, not -m:
+    runpy and the importlib machinery it loads are a tenth of the start-up cost."""
+    _child_bytecode()
     python = launcher.python_executable()
-    # -c, not -m: runpy and the importlib machinery it loads are a tenth of the start-up cost.
-    # -P: no working directory (the task's writable /tmp) on sys.path.
-    return [python, "-S", "-s", "-P", "-c", CHILD_MAIN, "/job", *extra]
+    return [python, "-I", "-S", "-B", "-c", child_main(), "/job", *extra]
 
 
-CHILD_MAIN = "import compiler.sandbox.child as c; c.run()"
+@functools.cache
+def child_main() -> str:
+    """The program `python -c` runs in the sandbox: sys.path, then compiler.sandbox.child."""
+    return (
+        f"import sys; sys.path[:0] = ['/sam']; sys.path += {launcher.site_packages()!r}; "
+        "import compiler.sandbox.child as c; c.run()"
+    )
+
+
+_CHILD_MODULES = ("__init__.py", "sandbox/__init__.py", "sandbox/child.py")
+
+
+@functools.cache
+def _child_bytecode() -> None:
+    """Compile the modules every sandbox imports first (bound read-only at /sam/compiler) where
+    their bytecode is missing or stale: otherwise each sandbox parses them from source again.
+    Best effort: a read-only installation already has its bytecode, and the child still runs from
+    source without it."""
+    import py_compile
+
+    for name in _CHILD_MODULES:
+        source = launcher.COMPILER_DIR / name
+        try:
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            if cached.exists() and cached.stat().st_mtime >= source.stat().st_mtime:
+                continue
+            py_compile.compile(str(source), cfile=str(cached), doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            continue
 
 
 def run_task(
@@ -103,13 +142,11 @@ def run_task(
         else:
             with open(scratch / "stderr.txt", "wb") as stderr:
                 running = launcher.start(child_argv(), mounts(scratch), limits, None, stderr)
-        guard = launcher.OutputGuard(running, scratch / "out", limits)
         try:
-            returncode = running.wait(limits.wall_seconds)
+            returncode, problem = launcher.wait_checked(running, scratch / "out", limits)
         except subprocess.TimeoutExpired:
             raise _wall_error(limits) from None
         finally:
-            problem = guard.stop()
             running.kill()
         built = running.was_built()
         running.close()
@@ -118,7 +155,48 @@ def run_task(
         result = read_result(scratch, returncode, limits, built)
         return collect(scratch / "out", result) if collect else result
     finally:
+        discard_scratch(scratch)
+
+
+_trash: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+_janitor_lock = threading.Lock()
+_janitor: threading.Thread | None = None
+
+
+def discard_scratch(scratch: Path) -> None:
+    """Remove a finished task's scratch directory: renamed aside at once (it is gone from its
+    path when the task's call returns) and deleted by a background thread, since deleting even
+    a few directories waits on the file system's journal (milliseconds on a busy disk) and no
+    caller needs to wait for that. What is left at interpreter exit is deleted then."""
+    global _janitor
+    trash = scratch.with_name(scratch.name + ".done")
+    try:
+        os.rename(scratch, trash)
+    except OSError:
         shutil.rmtree(scratch, ignore_errors=True)
+        return
+    with _janitor_lock:
+        if _janitor is None:
+            _janitor = threading.Thread(target=_sweep_trash, name="sam-sandbox-trash", daemon=True)
+            _janitor.start()
+            atexit.register(_empty_trash)
+    _trash.put(trash)
+
+
+def _sweep_trash() -> None:
+    while (trash := _trash.get()) is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _empty_trash() -> None:
+    """At interpreter exit: let the thread finish the directory it is deleting and the rest."""
+    _trash.put(None)
+    if _janitor is not None:
+        _janitor.join(30)
+    while not _trash.empty():
+        trash = _trash.get_nowait()
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
 
 
 def read_bounded(path: Path, limit: int) -> bytes:

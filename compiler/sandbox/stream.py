@@ -85,7 +85,7 @@ def _frames(
             running.kill()
             if problem is not None:
                 raise output_error(problem, limits) from None
-            read_result(scratch, running.proc.returncode, limits, running.was_built())
+            read_result(scratch, running.proc.wait(), limits, running.was_built())
             raise ModelError("make_batch stopped producing batches") from None
         frames.check_target_values(spec, targets)
         reader.batch_done()

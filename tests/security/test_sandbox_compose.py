@@ -213,14 +213,18 @@ def _parent(pid: int) -> int:
 
 def _sandbox_starter(pid: int) -> int:
     """The worker process that started the sandbox `pid` runs in: the parent of its outer bwrap
-    (the topmost bwrap above `pid`)."""
+    (the topmost bwrap above `pid`), or above it when that is the worker's spawner helper
+    (compiler/sandbox/spawner.py, which forks bwrap for the worker)."""
     outer, current = None, pid
     while current > 1:
         if Path("/proc", str(current), "cmdline").read_bytes().split(b"\0")[0].endswith(b"bwrap"):
             outer = current
         current = _parent(current)
     assert outer is not None, f"no bwrap above {pid}"
-    return _parent(outer)
+    starter = _parent(outer)
+    if b"spawner.serve()" in Path("/proc", str(starter), "cmdline").read_bytes():
+        starter = _parent(starter)
+    return starter
 
 
 def test_a_sigkilled_wafer_worker_leaves_no_sandbox_process(

@@ -7,6 +7,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -395,3 +396,61 @@ def test_a_sigkilled_worker_leaves_no_sandbox_process(who: str) -> None:
         time.sleep(0.1)
     assert not _alive(sandbox), _alive(sandbox)
     assert marker_processes(marker) == []
+
+
+def test_sandboxes_are_forked_by_the_spawner_helper_and_die_with_it() -> None:
+    """The worker does not fork itself to start bwrap (a fork of a worker with torch loaded was
+    the largest cost of a start): its spawner helper does, and a helper that dies (as it does
+    with the worker) takes the running sandbox and everything the task started with it."""
+    import signal
+
+    from compiler.sandbox import launcher, spawner
+
+    marker = "sam-spawned-" + uuid.uuid4().hex
+    source = f"""import os, sys, time
+def make_batch(step, batch_size):
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", {marker!r}])
+    time.sleep(300)
+"""
+    limits = SandboxLimits(cpu_seconds=600, wall_seconds=600.0)
+    batches = stream_batches(file_spec(), {"data.py": source}, 0, None, limits)
+    started: list[launcher.Running] = []
+    original = launcher.start
+    launcher.start = lambda *a, **k: started.append(original(*a, **k)) or started[-1]  # type: ignore[assignment,func-returns-value]
+    ended: list[BaseException] = []
+
+    def first_batch() -> None:
+        try:
+            next(batches)
+        except ModelError as exc:  # its sandbox is killed below: the stream ends as a kill
+            ended.append(exc)
+
+    try:
+        threading.Thread(target=first_batch, daemon=True).start()
+        deadline = time.monotonic() + 120
+        while not marker_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        launcher.start = original  # type: ignore[assignment]
+    assert marker_processes(marker), "the task never started"
+    proc = started[0].proc
+    assert isinstance(proc, spawner.Spawned)
+    helper = spawner._helper
+    assert helper is not None and helper.proc.pid != os.getpid()
+    parent = int(Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert parent == helper.proc.pid  # bwrap is the helper's child, not the worker's
+    os.kill(helper.proc.pid, signal.SIGKILL)
+    helper.proc.wait()
+    deadline = time.monotonic() + 10
+    while marker_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker_processes(marker) == []
+    assert proc.wait(10) == -signal.SIGKILL  # the helper's death reads as a kill
+    # The next sandbox gets a new helper.
+    assert run_task("empty", {}, {}, FAST)["ok"]
+    assert spawner._helper is not None and spawner._helper.proc.pid != helper.proc.pid
+    deadline = time.monotonic() + 10
+    while not ended and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ended and "killed" in str(ended[0])
