@@ -20,7 +20,7 @@ A task runs as `bwrap ... python -c <compiler.sandbox.child.run()> /job`, with:
 - death with the worker: PR_SET_PDEATHSIG from the fork on, then bwrap's own; `Running.kill`
   returns only once the sandbox's init (and so every process of its PID namespace) is dead.
 
-The fork that stages, drops the uid and sets the limits (`_enter`) happens in the worker's
+The fork that stages, drops the uid and sets the limits (`enter.enter`) happens in the worker's
 spawner helper (`compiler.sandbox.spawner`), not in the worker: with a preexec step subprocess
 cannot use vfork, and forking a worker with torch loaded was the largest cost of a start.
 """
@@ -28,13 +28,11 @@ cannot use vfork, and forking a worker with torch loaded was the largest cost of
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import json
 import logging
 import os
-import resource
 import select
 import shutil
 import signal
@@ -48,6 +46,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from compiler.sandbox import seccomp, spawner
+from compiler.sandbox.enter import enter as enter_child
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
 
@@ -56,8 +55,6 @@ log = logging.getLogger("sam.sandbox")
 _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
 _TMPFS_BYTES = 512 * 1024**2
-_CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
-_PR_SET_PDEATHSIG = 1
 
 
 def bwrap_path() -> str:
@@ -366,7 +363,7 @@ def _spawn(
     fds: list[int],
 ) -> subprocess.Popen[bytes] | spawner.Spawned:
     """Start bwrap through the worker's spawner helper (no fork of this process), or, where the
-    helper cannot run, fork it here with `_enter` as preexec_fn."""
+    helper cannot run, fork it here with `enter.enter` as preexec_fn."""
     uid, sources, staged, limits = enter
     if os.environ.get("SAM_SANDBOX_SPAWNER", "1") != "0":
         opened: list[int] = []
@@ -395,7 +392,7 @@ def _spawn(
         stdout=stdio[1],
         stderr=stdio[2],
         pass_fds=fds,
-        preexec_fn=lambda: _enter(uid, sources, staged, limits, parent),
+        preexec_fn=lambda: enter_child(uid, sources, staged, limits, parent),
     )
 
 
@@ -488,8 +485,6 @@ def _init_pid(info_fd: int) -> int | None:
 
 
 _STAGE = Path("/run/sam-sandbox/stage")
-# Loaded here, not in the forked child: dlopen there could wait on a lock another thread held.
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 _staged: set[str] = set()
@@ -516,36 +511,6 @@ def _stage_dirs(binds: list[Mount]) -> list[str]:
     return paths
 
 
-def _enter(  # noqa: PLR0913 - what the forked child needs, computed before the fork
-    uid: int | None, sources: list[str], staged: list[str], limits: SandboxLimits, parent: int
-) -> None:
-    """preexec_fn, in the forked child before exec'ing bwrap: stage the binds in a private mount
-    namespace (root only), drop to the task's uid, set the rlimits the whole task inherits, and
-    die with the worker from here on: bwrap's --die-with-parent only takes effect once bwrap
-    runs, and a worker killed in between would leave it orphaned (the death signal is set after
-    the uid drop, which clears it, and the parent checked after it, which closes the race)."""
-    if uid is not None:
-        _check(_LIBC.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private /")
-        for source, target in zip(sources, staged, strict=True):
-            _check(
-                _LIBC.mount(source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None),
-                f"bind {source}",
-            )
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    _set_rlimits(limits)
-    _check(_LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != parent:
-        os._exit(1)  # the worker is gone already
-
-
-def _check(code: int, what: str) -> None:
-    if code != 0:
-        raise OSError(ctypes.get_errno(), f"sandbox staging failed: {what}")
-
-
 @functools.cache
 def python_roots() -> list[Path]:
     """The interpreter's installation and the environment (venv) holding its site-packages."""
@@ -565,15 +530,3 @@ def site_packages() -> list[str]:
 def python_executable() -> str:
     """The interpreter path as seen inside the sandbox (the same path as outside)."""
     return sys.executable
-
-
-def _set_rlimits(limits: SandboxLimits) -> None:
-    """preexec_fn, after the uid drop and before bwrap: limits inherited by the whole task."""
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 2))
-    # RLIMIT_DATA (heap and private anonymous memory: what a model really allocates), not
-    # RLIMIT_AS: the CUDA build of torch that torchvision needs maps 3.6 GB of library address
-    # space at import, before any model code runs.
-    resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))

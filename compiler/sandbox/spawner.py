@@ -1,7 +1,7 @@
 """A small helper process that forks bwrap for the worker, so the worker itself never forks.
 
 Staging the binds and dropping to the pool uid must happen in a forked child before bwrap runs
-(`launcher._enter`): with a preexec step Python's subprocess cannot use vfork, and forking a
+(`enter.enter`): with a preexec step Python's subprocess cannot use vfork, and forking a
 worker that has torch imported (hundreds of MB mapped) cost more than the rest of a sandbox
 start together. So each worker process starts this helper once (a lean `python -I -S`, started
 with vfork from a thread that lives as long as the worker: the helper's death signal follows
@@ -30,6 +30,9 @@ import sys
 import threading
 from pathlib import Path
 from typing import IO, Any
+
+from compiler.sandbox import enter
+from compiler.sandbox.limits import SandboxLimits
 
 _MAX_FDS = 16
 _lock = threading.Lock()
@@ -144,7 +147,7 @@ def spawn(
     pass_fds: list[int],
 ) -> Spawned:
     """Start `args` through this process's helper (started on first use). `enter`: the arguments
-    of `launcher._enter` but the parent; `stdio`: descriptors for 0, 1 and 2; `pass_fds` keep
+    of `enter.enter` but the parent; `stdio`: descriptors for 0, 1 and 2; `pass_fds` keep
     their numbers. Raises OSError when the helper or the command cannot be started."""
     global _helper
     status_read, status_write = os.pipe()
@@ -175,13 +178,9 @@ def _received(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
 
 def serve() -> None:
     """The helper's main loop (`python -I -S -c ... spawner.serve()` SOCKET_FD WORKER_PID)."""
-    from compiler.sandbox import launcher
-
     sock = socket.socket(fileno=int(sys.argv[1]))
     worker = int(sys.argv[2])
-    launcher._check(
-        launcher._LIBC.prctl(launcher._PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig"
-    )
+    enter.check(enter.LIBC.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     if os.getppid() != worker:
         os._exit(1)
     children: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status descriptor)
@@ -204,7 +203,7 @@ def serve() -> None:
                 os._exit(0)  # the worker is gone
             fds = _received(ancdata)
             try:
-                pidfd, pid = _fork(marshal.loads(data), fds, launcher)
+                pidfd, pid = _fork(marshal.loads(data), fds)
             except OSError as exc:
                 for received in fds:
                     os.close(received)
@@ -220,8 +219,8 @@ def serve() -> None:
             )
 
 
-def _fork(request: dict[str, Any], fds: list[int], launcher: Any) -> tuple[int, int]:
-    """Fork, set the child up as `launcher._enter` says and exec; (pidfd, pid), or OSError with
+def _fork(request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+    """Fork, set the child up as `enter.enter` says and exec; (pidfd, pid), or OSError with
     what went wrong before the exec."""
     err_read, err_write = os.pipe2(os.O_CLOEXEC)
     parent = os.getpid()
@@ -230,7 +229,7 @@ def _fork(request: dict[str, Any], fds: list[int], launcher: Any) -> tuple[int, 
         try:
             err_write = _arrange(fds[:-1], request["targets"], err_write)
             uid, sources, staged, limits = request["enter"]
-            launcher._enter(uid, sources, staged, launcher.SandboxLimits(*limits), parent)
+            enter.enter(uid, sources, staged, SandboxLimits(*limits), parent)
             os.execve(request["args"][0], request["args"], request["env"])
         except BaseException as exc:  # noqa: BLE001 - reported to the worker, never raised here
             errno = getattr(exc, "errno", None) or 0
