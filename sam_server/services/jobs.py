@@ -8,10 +8,9 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnDefault, Table, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,7 +27,7 @@ from sam_server.errors import (
 )
 from sam_server.scheduling import Quota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
-from sam_server.schemas.jobs import job_view
+from sam_server.schemas.jobs import job_view, view_of
 from sam_server.schemas.safe_yaml import load_spec_yaml
 from sam_server.services.arrays import parse_array, substitute, task_values
 from sam_server.services.auth import Principal, tenant_of
@@ -44,6 +43,13 @@ JOB_EVENTS = cast(Table, JobEvent.__table__)
 _INSERT_JOB = insert(JOBS)
 _INSERT_EVENT = insert(JOB_EVENTS)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+# The constant defaults Job's columns declare (state queued, attempts 0, ...), read once: a new
+# row starts from these. The callable ones (created_at, updated_at, files) `_job_values` sets.
+_COLUMN_DEFAULTS = {
+    column.key: column.default.arg
+    for column in JOBS.columns
+    if isinstance(column.default, ColumnDefault) and column.default.is_scalar
+}
 
 
 def new_job_id() -> str:
@@ -153,8 +159,8 @@ def submit_job(
     The hot path of the API: plain INSERTs (no ORM unit of work) and the view built from the
     values written, so a submit costs two statements after authentication.
     """
-    if principal.tenant_id is None:
-        tenant_of(session, principal)  # raises the admin-has-no-tenant error
+    # (an admin without a tenant gets tenant_of's error)
+    tenant = principal.tenant or tenant_of(session, principal).name
     digest = request_hash(spec, spec_yaml, files)
     if idempotency_key:
         previous = _idempotent_replay(session, principal, idempotency_key, digest)
@@ -193,12 +199,9 @@ def submit_job(
             return Submitted(submitted_view(session, previous), created=False)
     else:
         _insert_job(session, values, principal)
-    row = SimpleNamespace(
-        **values,
-        tenant=SimpleNamespace(name=principal.tenant),
-        user=SimpleNamespace(name=principal.name),
-    )
-    return Submitted(job_view(row), created=True)  # type: ignore[arg-type]
+    # The row as stored: the values written, NULL for the columns left out.
+    view = view_of(values.get, tenant, principal.name)
+    return Submitted(view, created=True)
 
 
 def check_submittable(session: Session, principal: Principal, parsed: JobSpec) -> None:
@@ -245,7 +248,7 @@ def _insert_job(session: Session, values: dict[str, Any], principal: Principal) 
             "job_id": values["id"],
             "at": values["created_at"],
             "from_state": None,
-            "to_state": "queued",
+            "to_state": values["state"],
             "reason": f"submitted by {principal.name}",
         },
     )
@@ -258,9 +261,12 @@ def _job_values(
     idempotency_key: str | None,
     digest: str,
 ) -> dict[str, Any]:
+    """A new job's row: what the submit decides, over the defaults its columns declare (the
+    columns without a default, such as the region or the error, are left out: NULL)."""
     rows, cols = spec.resources.shape()
     now = utcnow()
     return {
+        **_COLUMN_DEFAULTS,
         "id": new_job_id(),
         "seq": time.time_ns(),
         "tenant_id": principal.tenant_id,
@@ -280,29 +286,7 @@ def _job_values(
         "compile_hash": compile_hash(spec, files, principal.tenant_id),
         "created_at": now,
         "updated_at": now,
-        "eligible_at": None,
-        "started_at": None,
-        "finished_at": None,
         "reason": "CompilePending",
-        "attempts": 0,
-        "lost_attempts": 0,
-        "progress_step": 0,
-        "progress_loss": None,
-        "preempt_count": 0,
-        "version": 0,
-        "cancel_requested": False,
-        "preempt_requested": False,
-        "wafer_id": None,
-        "error_kind": None,
-        "compile_cache_hit": None,
-        "compile_key": None,
-        "compile_seconds": None,
-        "array_job_id": None,
-        "array_task_id": None,
-        "array_max_running": None,
-        "hold": None,
-        "dependency": None,
-        "kill_invalid_depend": False,
     }
 
 
