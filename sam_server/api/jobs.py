@@ -13,7 +13,7 @@ from sam_server.api import live
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.stream import follow
 from sam_server.errors import BadRequest, NotFound
-from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
+from sam_server.schemas.jobs import ArraySubmitted, DryRun, JobPage, JobRead, JobSubmit, job_view
 from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
 
@@ -23,7 +23,7 @@ router = APIRouter(prefix="/api/v1", tags=["jobs"])
 @router.post(
     "/jobs",
     status_code=status.HTTP_201_CREATED,
-    response_model=JobRead | DryRun,
+    response_model=JobRead | ArraySubmitted | DryRun,
     responses={200: {"description": "an Idempotency-Key replay, or a dry run"}},
 )
 async def submit(
