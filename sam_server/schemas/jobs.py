@@ -136,15 +136,46 @@ def iso(value: datetime | None) -> str | None:
 # timestamps among them (the columns of type DateTime) are sent as RFC 3339 text.
 _FIELDS = tuple(JobRead.model_fields)
 _COLUMNS = Job.__table__.columns
-_SAME_NAME = tuple(name for name in JobRead.model_fields if name in _COLUMNS)
-_TIMESTAMPS = frozenset(n for n in _SAME_NAME if isinstance(_COLUMNS[n].type, DateTime))
-# The fields built from several columns or from the job's tenant and user, in `view_of`.
-_BUILT = frozenset({"tenant", "user", "region", "progress", "error", "compile"})
-if set(JobRead.model_fields) != set(_SAME_NAME) | _BUILT:
-    raise RuntimeError(
-        "JobRead and job_view disagree: a JobRead field is neither a Job column nor built in "
-        f"view_of ({sorted(set(JobRead.model_fields) - set(_SAME_NAME) - _BUILT)})"
-    )
+_SAME_NAME = tuple(name for name in _FIELDS if name in _COLUMNS)
+_TIMESTAMPS = tuple(n for n in _SAME_NAME if isinstance(_COLUMNS[n].type, DateTime))
+# The parts made of several columns: each field of the part's model and its column.
+_REGION = {
+    "wafer": "wafer_id",
+    "row": "region_row",
+    "col": "region_col",
+    "rows": "region_rows",
+    "cols": "region_cols",
+}
+_PROGRESS = {"step": "progress_step", "total_steps": "total_steps", "loss": "progress_loss"}
+_COMPILE = {
+    "cache_hit": "compile_cache_hit",
+    "artifact": "compile_key",
+    "seconds": "compile_seconds",
+}
+_ERROR = {"kind": "error_kind", "message": "error_message"}
+_PARTS: dict[str, tuple[type[BaseModel], dict[str, str]]] = {
+    "region": (RegionRead, _REGION),
+    "progress": (Progress, _PROGRESS),
+    "error": (JobError, _ERROR),
+    "compile": (CompileInfo, _COMPILE),
+}
+
+
+def _check_view_matches_model() -> None:
+    """Fail at import when a JobRead field has no column and no builder below, or a part's
+    model and its column map disagree."""
+    unbuilt = set(_FIELDS) - set(_SAME_NAME) - set(_PARTS) - {"tenant", "user"}
+    wrong = [name for name, (model, cols) in _PARTS.items() if set(model.model_fields) != set(cols)]
+    read = [*_SAME_NAME, *(c for _, columns in _PARTS.values() for c in columns.values())]
+    missing = [c for c in read if c not in _COLUMNS]
+    if unbuilt or wrong or missing:
+        raise RuntimeError(
+            f"job_view and JobRead disagree: fields built by nobody {sorted(unbuilt)}, parts "
+            f"whose columns do not match their model {wrong}, no such Job column {missing}"
+        )
+
+
+_check_view_matches_model()
 
 
 def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
@@ -159,44 +190,21 @@ def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
 def view_of(
     column: Callable[[str], Any], tenant: str, user: str, *, summary: bool = False
 ) -> dict[str, Any]:
-    """The API object (`JobRead`) of a job row whose column values `column(name)` reads: a
-    stored `Job`'s attributes, or the values a submit has just written (absent: NULL)."""
-    view = {name: column(name) for name in _SAME_NAME}
+    """The API object (`JobRead`) of a job row whose columns `column(name)` reads: a stored
+    `Job`'s attributes, or the values a submit has just written (`values.get`: a column left
+    out is NULL)."""
+    view = dict.fromkeys(_FIELDS)  # in the model's order; the parts below keep their place
+    view.update(zip(_SAME_NAME, map(column, _SAME_NAME), strict=True))
     for name in _TIMESTAMPS:
         view[name] = iso(view[name])
-    region = None
+    view["tenant"], view["user"] = tenant, user
     if column("wafer_id") is not None:
-        region = {
-            "wafer": column("wafer_id"),
-            "row": column("region_row"),
-            "col": column("region_col"),
-            "rows": column("region_rows"),
-            "cols": column("region_cols"),
-        }
-    error = None
+        view["region"] = {field: column(name) for field, name in _REGION.items()}
+    view["progress"] = {field: column(name) for field, name in _PROGRESS.items()}
     if column("error_kind"):
         message = column("error_message") or ""
-        error = {
-            "kind": column("error_kind"),
-            "message": cap_text(message, SUMMARY_BYTES) if summary else message,
-        }
-    compile_info = None
+        message = cap_text(message, SUMMARY_BYTES) if summary else message
+        view["error"] = {"kind": column("error_kind"), "message": message}
     if column("compile_cache_hit") is not None:
-        compile_info = {
-            "cache_hit": column("compile_cache_hit"),
-            "artifact": column("compile_key"),
-            "seconds": column("compile_seconds"),
-        }
-    view.update(
-        tenant=tenant,
-        user=user,
-        region=region,
-        progress={
-            "step": column("progress_step"),
-            "total_steps": column("total_steps"),
-            "loss": column("progress_loss"),
-        },
-        error=error,
-        compile=compile_info,
-    )
-    return {name: view[name] for name in _FIELDS}
+        view["compile"] = {field: column(name) for field, name in _COMPILE.items()}
+    return view
