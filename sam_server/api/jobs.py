@@ -61,12 +61,9 @@ def _submit(
     with request.app.state.sessions() as session:
         principal = principal_from_header(session, authorization)
         if dry_run:
-            spec = svc.validate_submission(
-                spec=body.spec, spec_yaml=body.spec_yaml, files=body.files
+            return JSONResponse(
+                svc.dry_run(spec=body.spec, spec_yaml=body.spec_yaml, files=body.files)
             )
-            rows, cols = spec.resources.shape()
-            payload = {"valid": True, "spec": spec.model_dump(mode="json", by_alias=True)}
-            return JSONResponse({**payload, "region": {"rows": rows, "cols": cols}})
         request.app.state.submit_buckets.take(principal.tenant or principal.name)
         result = svc.submit_job(
             session,

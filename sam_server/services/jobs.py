@@ -88,19 +88,22 @@ def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[st
     return spec
 
 
-def validate_submission(
+def dry_run(
     *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
-) -> JobSpec:
-    """The validated spec of a submit body, or `InvalidSpec` naming each problem. The
-    sbatch-like keys (array, dependency, hold, kill_invalid_depend) are checked and set aside;
-    an array's spec is checked as its first task sees it."""
+) -> dict[str, Any]:
+    """The answer to `?dry_run=true` (`DryRun`): the spec as it would be stored and its region's
+    shape, or `InvalidSpec` naming each problem. The sbatch-like keys (array, dependency, hold,
+    kill_invalid_depend) are checked and set aside; an array's spec is checked as its first
+    task sees it."""
     raw, directives = split_directives(load_raw_spec(spec, spec_yaml))
     if directives.array is not None:
         first = parse_array(directives.array).indices[0]
         raw = substitute(raw, task_values("ARRAY", first, 1))
     parsed = parse_spec(raw)
     check_files(parsed, files)
-    return parsed
+    rows, cols = parsed.resources.shape()
+    stored = parsed.model_dump(mode="json", by_alias=True)
+    return {"valid": True, "spec": stored, "region": {"rows": rows, "cols": cols}}
 
 
 def check_can_ever_run(session: Session, principal: Principal, spec: JobSpec) -> None:
