@@ -13,7 +13,7 @@ from sam_server.api import live
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.stream import follow
 from sam_server.errors import BadRequest, NotFound
-from sam_server.schemas.jobs import DryRun, JobPage, JobRead, JobSubmit, job_view
+from sam_server.schemas.jobs import ArraySubmitted, DryRun, JobPage, JobRead, JobSubmit, job_view
 from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
 from sam_server.services.submit import submit_job
@@ -24,7 +24,7 @@ router = APIRouter(prefix="/api/v1", tags=["jobs"])
 @router.post(
     "/jobs",
     status_code=status.HTTP_201_CREATED,
-    response_model=JobRead | DryRun,
+    response_model=JobRead | ArraySubmitted | DryRun,
     responses={200: {"description": "an Idempotency-Key replay, or a dry run"}},
 )
 async def submit(
@@ -62,12 +62,9 @@ def _submit(
     with request.app.state.sessions() as session:
         principal = principal_from_header(session, authorization)
         if dry_run:
-            spec = svc.validate_submission(
-                spec=body.spec, spec_yaml=body.spec_yaml, files=body.files
+            return JSONResponse(
+                svc.dry_run(spec=body.spec, spec_yaml=body.spec_yaml, files=body.files)
             )
-            rows, cols = spec.resources.shape()
-            payload = {"valid": True, "spec": spec.model_dump(mode="json", by_alias=True)}
-            return JSONResponse({**payload, "region": {"rows": rows, "cols": cols}})
         request.app.state.submit_buckets.take(principal.tenant or principal.name)
         result = submit_job(
             session,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import DateTime
 
 from sam_server.db.models import Job
 from sam_server.db.types import as_utc
@@ -22,6 +25,7 @@ class JobSubmit(BaseModel):
 
 
 class RegionRead(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     wafer: str
     row: int
     col: int
@@ -30,12 +34,14 @@ class RegionRead(BaseModel):
 
 
 class Progress(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     step: int
     total_steps: int
     loss: float | None
 
 
 class JobError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     kind: Literal[
         "invalid_spec",
         "model_error",
@@ -51,12 +57,16 @@ class JobError(BaseModel):
 
 
 class CompileInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     cache_hit: bool
     artifact: str | None
     seconds: float | None
 
 
 class JobRead(BaseModel):
+    """A job as every route answers it (`job_view` builds it; a test holds the two together)."""
+
+    model_config = ConfigDict(extra="forbid")
     id: str
     name: str
     tenant: str
@@ -73,6 +83,8 @@ class JobRead(BaseModel):
     progress: Progress
     error: JobError | None
     compile: CompileInfo | None
+    # Set once retention deleted this ended job's logs and step metrics (README "Retention").
+    history_purged_at: datetime | None = None
     # Arrays, dependencies, holds (README "Job arrays, dependencies, holds").
     array_job_id: str | None = None
     array_task_id: int | None = None
@@ -80,12 +92,35 @@ class JobRead(BaseModel):
     dependency: str | None = None
 
 
+class ArrayInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    indices: str  # the --array text, e.g. "0-99%10"
+    tasks: int
+    max_running: int | None
+
+
+class ArraySubmitted(BaseModel):
+    """The answer to an array's submit: the array, whose tasks are jobs `{id}_{index}`."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    array_job_id: str
+    name: str
+    tenant: str
+    user: str
+    state: str
+    created_at: datetime
+    array: ArrayInfo
+
+
 class JobPage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     items: list[JobRead]
     next_cursor: str | None
 
 
 class DryRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     valid: bool
     spec: dict[str, Any]
     region: dict[str, int]
@@ -97,60 +132,79 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
+# The job object's fields that are a column of the same name, in the model's order; the
+# timestamps among them (the columns of type DateTime) are sent as RFC 3339 text.
+_FIELDS = tuple(JobRead.model_fields)
+_COLUMNS = Job.__table__.columns
+_SAME_NAME = tuple(name for name in _FIELDS if name in _COLUMNS)
+_TIMESTAMPS = tuple(n for n in _SAME_NAME if isinstance(_COLUMNS[n].type, DateTime))
+# The parts made of several columns: each field of the part's model and its column.
+_REGION = {
+    "wafer": "wafer_id",
+    "row": "region_row",
+    "col": "region_col",
+    "rows": "region_rows",
+    "cols": "region_cols",
+}
+_PROGRESS = {"step": "progress_step", "total_steps": "total_steps", "loss": "progress_loss"}
+_COMPILE = {
+    "cache_hit": "compile_cache_hit",
+    "artifact": "compile_key",
+    "seconds": "compile_seconds",
+}
+_ERROR = {"kind": "error_kind", "message": "error_message"}
+_PARTS: dict[str, tuple[type[BaseModel], dict[str, str]]] = {
+    "region": (RegionRead, _REGION),
+    "progress": (Progress, _PROGRESS),
+    "error": (JobError, _ERROR),
+    "compile": (CompileInfo, _COMPILE),
+}
+
+
+def _check_view_matches_model() -> None:
+    """Fail at import when a JobRead field has no column and no builder below, or a part's
+    model and its column map disagree."""
+    unbuilt = set(_FIELDS) - set(_SAME_NAME) - set(_PARTS) - {"tenant", "user"}
+    wrong = [name for name, (model, cols) in _PARTS.items() if set(model.model_fields) != set(cols)]
+    read = [*_SAME_NAME, *(c for _, columns in _PARTS.values() for c in columns.values())]
+    missing = [c for c in read if c not in _COLUMNS]
+    if unbuilt or wrong or missing:
+        raise RuntimeError(
+            f"job_view and JobRead disagree: fields built by nobody {sorted(unbuilt)}, parts "
+            f"whose columns do not match their model {wrong}, no such Job column {missing}"
+        )
+
+
+_check_view_matches_model()
+
+
 def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
     """The API object of `job` (a plain dict: cheap to build for every listing).
 
     `summary=True` (listings) cuts the error message to a short head: the full (capped) text
     is only in `GET /jobs/{id}`, so a page of failed jobs stays small.
     """
-    region = None
-    if job.wafer_id is not None:
-        region = {
-            "wafer": job.wafer_id,
-            "row": job.region_row,
-            "col": job.region_col,
-            "rows": job.region_rows,
-            "cols": job.region_cols,
-        }
-    error = None
-    if job.error_kind:
-        message = job.error_message or ""
-        error = {
-            "kind": job.error_kind,
-            "message": cap_text(message, SUMMARY_BYTES) if summary else message,
-        }
-    compile_info = None
-    if job.compile_cache_hit is not None:
-        compile_info = {
-            "cache_hit": job.compile_cache_hit,
-            "artifact": job.compile_key,
-            "seconds": job.compile_seconds,
-        }
-    return {
-        "id": job.id,
-        "name": job.name,
-        "tenant": job.tenant.name,
-        "user": job.user.name,
-        "state": job.state,
-        "priority": job.priority,
-        "mode": job.mode,
-        "created_at": iso(job.created_at),
-        "started_at": iso(job.started_at),
-        "finished_at": iso(job.finished_at),
-        "attempts": job.attempts,
-        "reason": job.reason,
-        "region": region,
-        "progress": {
-            "step": job.progress_step,
-            "total_steps": job.total_steps,
-            "loss": job.progress_loss,
-        },
-        "error": error,
-        "compile": compile_info,
-        # set once retention deleted this ended job's logs and step metrics
-        "history_purged_at": iso(getattr(job, "history_purged_at", None)),
-        "array_job_id": job.array_job_id,
-        "array_task_id": job.array_task_id,
-        "hold": job.hold,
-        "dependency": job.dependency,
-    }
+    return view_of(partial(getattr, job), job.tenant.name, job.user.name, summary=summary)
+
+
+def view_of(
+    column: Callable[[str], Any], tenant: str, user: str, *, summary: bool = False
+) -> dict[str, Any]:
+    """The API object (`JobRead`) of a job row whose columns `column(name)` reads: a stored
+    `Job`'s attributes, or the values a submit has just written (`values.get`: a column left
+    out is NULL)."""
+    view = dict.fromkeys(_FIELDS)  # in the model's order; the parts below keep their place
+    view.update(zip(_SAME_NAME, map(column, _SAME_NAME), strict=True))
+    for name in _TIMESTAMPS:
+        view[name] = iso(view[name])
+    view["tenant"], view["user"] = tenant, user
+    if column("wafer_id") is not None:
+        view["region"] = {field: column(name) for field, name in _REGION.items()}
+    view["progress"] = {field: column(name) for field, name in _PROGRESS.items()}
+    if column("error_kind"):
+        message = column("error_message") or ""
+        message = cap_text(message, SUMMARY_BYTES) if summary else message
+        view["error"] = {"kind": column("error_kind"), "message": message}
+    if column("compile_cache_hit") is not None:
+        view["compile"] = {field: column(name) for field, name in _COMPILE.items()}
+    return view

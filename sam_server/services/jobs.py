@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnDefault, Table, and_, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobEvent, JobLog, Tenant, User, Wafer
@@ -43,6 +43,13 @@ JOB_EVENTS = cast(Table, JobEvent.__table__)
 _INSERT_JOB = insert(JOBS)
 _INSERT_EVENT = insert(JOB_EVENTS)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+# The constant defaults Job's columns declare (state queued, attempts 0, ...), read once: a new
+# row starts from these. The callable ones (created_at, updated_at, files) `_job_values` sets.
+_COLUMN_DEFAULTS = {
+    column.key: column.default.arg
+    for column in JOBS.columns
+    if isinstance(column.default, ColumnDefault) and column.default.is_scalar
+}
 
 
 def new_job_id() -> str:
@@ -81,19 +88,22 @@ def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[st
     return spec
 
 
-def validate_submission(
+def dry_run(
     *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
-) -> JobSpec:
-    """The validated spec of a submit body, or `InvalidSpec` naming each problem. The
-    sbatch-like keys (array, dependency, hold, kill_invalid_depend) are checked and set aside;
-    an array's spec is checked as its first task sees it."""
+) -> dict[str, Any]:
+    """The answer to `?dry_run=true` (`DryRun`): the spec as it would be stored and its region's
+    shape, or `InvalidSpec` naming each problem. The sbatch-like keys (array, dependency, hold,
+    kill_invalid_depend) are checked and set aside; an array's spec is checked as its first
+    task sees it."""
     raw, directives = split_directives(load_raw_spec(spec, spec_yaml))
     if directives.array is not None:
         first = parse_array(directives.array).indices[0]
         raw = substitute(raw, task_values("ARRAY", first, 1))
     parsed = parse_spec(raw)
     check_files(parsed, files)
-    return parsed
+    rows, cols = parsed.resources.shape()
+    stored = parsed.model_dump(mode="json", by_alias=True)
+    return {"valid": True, "spec": stored, "region": {"rows": rows, "cols": cols}}
 
 
 def check_can_ever_run(session: Session, principal: Principal, spec: JobSpec) -> None:
@@ -186,9 +196,12 @@ def _job_values(
     idempotency_key: str | None,
     digest: str,
 ) -> dict[str, Any]:
+    """A new job's row: what the submit decides, over the defaults its columns declare (the
+    columns without a default, such as the region or the error, are left out: NULL)."""
     rows, cols = spec.resources.shape()
     now = utcnow()
     return {
+        **_COLUMN_DEFAULTS,
         "id": new_job_id(),
         "seq": time.time_ns(),
         "tenant_id": principal.tenant_id,
@@ -208,29 +221,7 @@ def _job_values(
         "compile_hash": compile_hash(spec, files, principal.tenant_id),
         "created_at": now,
         "updated_at": now,
-        "eligible_at": None,
-        "started_at": None,
-        "finished_at": None,
         "reason": "CompilePending",
-        "attempts": 0,
-        "lost_attempts": 0,
-        "progress_step": 0,
-        "progress_loss": None,
-        "preempt_count": 0,
-        "version": 0,
-        "cancel_requested": False,
-        "preempt_requested": False,
-        "wafer_id": None,
-        "error_kind": None,
-        "compile_cache_hit": None,
-        "compile_key": None,
-        "compile_seconds": None,
-        "array_job_id": None,
-        "array_task_id": None,
-        "array_max_running": None,
-        "hold": None,
-        "dependency": None,
-        "kill_invalid_depend": False,
     }
 
 
