@@ -55,6 +55,15 @@ def count_jobs(url: str) -> int:
         engine.dispose()
 
 
+def bench_user(base: str, admin_token: str) -> str:
+    """Make tenant `bench` with user `u` on the server at `base`; the user's API token."""
+    admin = {"Authorization": f"Bearer {admin_token}"}
+    httpx.post(f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin).raise_for_status()
+    made = httpx.post(f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin)
+    made.raise_for_status()
+    return str(made.json()["token"])
+
+
 def start_server(url: str | None, port: int, workers: int, data_dir: str) -> subprocess.Popen:  # type: ignore[type-arg]
     """`sam server` on `url` (migrated first), or with `url` None on the embedded SQLite under
     `data_dir` (the server creates that itself); returns once /readyz answers 200."""
@@ -189,13 +198,7 @@ def main() -> None:
         proc = start_server(url, args.port, args.workers, data_dir)
         try:
             base = f"http://127.0.0.1:{args.port}"
-            admin = {"Authorization": f"Bearer {ADMIN}"}
-            httpx.post(
-                f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin
-            ).raise_for_status()
-            token = httpx.post(
-                f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin
-            ).json()["token"]
+            token = bench_user(base, ADMIN)
             _, warm = asyncio.run(load(base, token, args.clients, 1.0))  # warm-up
             if args.load == "wrk":
                 done, rate, p50, p99 = wrk_load(base, token, args.clients, args.seconds)

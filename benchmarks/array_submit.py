@@ -24,7 +24,14 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from api_submit import ADMIN, SPEC, count_jobs, fresh_database, start_server  # noqa: E402
+from api_submit import (  # noqa: E402
+    ADMIN,
+    SPEC,
+    bench_user,
+    count_jobs,
+    fresh_database,
+    start_server,
+)
 
 
 def free_port() -> int:
@@ -64,14 +71,7 @@ def main() -> None:
     server = start_server(url, port, 1, data_dir)
     base = f"http://127.0.0.1:{port}"
     try:
-        admin = {"Authorization": f"Bearer {ADMIN}"}
-        httpx.post(
-            f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin
-        ).raise_for_status()
-        made = httpx.post(
-            f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin
-        ).json()
-        token = made["token"]
+        token = bench_user(base, ADMIN)
         submit_array(base, token, SPEC, 100)  # warm-up: imports, connections, caches
         plain = [submit_array(base, token, SPEC, args.tasks) for _ in range(args.repeat)]
         templated = [submit_array(base, token, TEMPLATED, args.tasks) for _ in range(args.repeat)]

@@ -23,6 +23,9 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from api_submit import bench_user  # noqa: E402
+
 SPEC = {
     "name": "e2e",
     "model": {"builtin": "mlp", "kwargs": {"hidden": 64}},
@@ -92,13 +95,8 @@ def run(args: argparse.Namespace) -> None:
     cluster.start()
     try:
         cluster.wait_ready(120)
-        base, admin = cluster.url, {"Authorization": "Bearer sam_admin_e2e"}
-        httpx.post(
-            f"{base}/api/v1/tenants", json={"name": "bench"}, headers=admin
-        ).raise_for_status()
-        token = httpx.post(
-            f"{base}/api/v1/tenants/bench/users", json={"name": "u"}, headers=admin
-        ).json()["token"]
+        base = cluster.url
+        token = bench_user(base, "sam_admin_e2e")
         user = {"Authorization": f"Bearer {token}"}
         warm = submit(base, user, "warm")
         assert wait_state(base, user, warm, {"succeeded", "failed"}, 600)["state"] == "succeeded"

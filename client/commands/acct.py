@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -19,6 +20,8 @@ from client.commands.queue import parse_states
 from client.commands.results import report as job_report
 from client.output import format_duration, format_region, parse_time, state_code
 from client.slurmtime import SlurmTimeError, parse_slurm_time
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _time(key: str) -> Any:
@@ -108,6 +111,26 @@ def print_listing(
 OUTPUT = click.Choice(["table", "json", "csv"])
 
 
+def listing_options(columns: Sequence[Column], default: str) -> Callable[[F], F]:
+    """The sacct/sreport listing options: -n/--noheader, -P/--parsable2, --format, -o/--output."""
+
+    def decorate(command: F) -> F:
+        for option in reversed(
+            [
+                click.option("-n", "--noheader", is_flag=True, help="Omit the header line."),
+                click.option(
+                    "-P", "--parsable2", "parsable", is_flag=True, help="Fields separated by `|`."
+                ),
+                format_option(columns, default),
+                click.option("-o", "--output", type=OUTPUT, default="table", show_default=True),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 @click.command()
 @click.option(
     "-S", "--starttime", metavar="TIME", help="From TIME (default 00:00 today): now-7days, ..."
@@ -128,10 +151,7 @@ OUTPUT = click.Choice(["table", "json", "csv"])
     "-j", "--jobs", "job_values", multiple=True, metavar="ID", help="Only these jobs (or arrays)."
 )
 @click.option("-X", "--allocations", is_flag=True, help="Accepted for sacct habit (the default).")
-@click.option("-n", "--noheader", is_flag=True, help="Omit the header line.")
-@click.option("-P", "--parsable2", "parsable", is_flag=True, help="Fields separated by `|`.")
-@format_option(ACCT_COLUMNS, ACCT_DEFAULT)
-@click.option("-o", "--output", type=OUTPUT, default="table", show_default=True)
+@listing_options(ACCT_COLUMNS, ACCT_DEFAULT)
 @connection_options
 def acct(
     starttime: str | None,
@@ -208,10 +228,7 @@ report_group.add_command(job_report, "job")
 @click.option("-E", "--end", "--endtime", "end", metavar="TIME", help="Default now.")
 @click.option("-A", "--tenant", "--account", "tenant", metavar="NAME", help="Only this tenant.")
 @click.option("--by", type=click.Choice(["user", "tenant"]), default="user", show_default=True)
-@click.option("-n", "--noheader", is_flag=True, help="Omit the header line.")
-@click.option("-P", "--parsable2", "parsable", is_flag=True, help="Fields separated by `|`.")
-@format_option(USAGE_COLUMNS, USAGE_DEFAULT)
-@click.option("-o", "--output", type=OUTPUT, default="table", show_default=True)
+@listing_options(USAGE_COLUMNS, USAGE_DEFAULT)
 @connection_options
 def usage(
     start: str | None,

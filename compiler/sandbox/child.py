@@ -170,7 +170,7 @@ def say_started() -> None:
 
 
 def run() -> None:
-    """The sandbox's entry point (`runner.child_argv()`: `python -I -S -B -c ...`)."""
+    """The sandbox's entry point (`jobdir.child_argv()`: `python -I -S -B -c ...`)."""
     say_started()
     if "--warm" not in sys.argv or wait_for_task():
         main()

@@ -74,7 +74,7 @@ def child_env() -> dict[str, str]:
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
         # The sandbox's own interpreter runs isolated (-I) and sets sys.path itself
-        # (`runner.child_main`); this is for interpreters the tenant code starts.
+        # (`jobdir.child_main`); this is for interpreters the tenant code starts.
         "PYTHONPATH": ":".join(["/sam", *site_packages()]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",

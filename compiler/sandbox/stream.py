@@ -13,8 +13,9 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.sandbox import frames, launcher
+from compiler.sandbox.jobdir import child_argv, mounts
 from compiler.sandbox.limits import DATA_LIMITS, SandboxLimits
-from compiler.sandbox.runner import child_argv, mounts, output_error, prepare, read_result
+from compiler.sandbox.runner import output_error, prepare, read_result
 
 
 def max_frame_bytes() -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from compiler.sandbox import launcher
+from compiler.sandbox.jobdir import child_argv, make_scratch, mounts
 from compiler.sandbox.limits import SandboxLimits
 
 log = logging.getLogger("sam.sandbox")
@@ -94,8 +95,6 @@ def _refill() -> None:
 
 
 def _start(limits: SandboxLimits) -> Slot:
-    from compiler.sandbox.runner import child_argv, make_scratch, mounts
-
     scratch = make_scratch(None)
     with open(scratch / "stderr.txt", "wb") as stderr:
         running = launcher.start(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sam_server.api.deps import principal_from_header
-from sam_server.api.stream import ENDED, sse
+from sam_server.api.stream import ENDED, FanOut, sse
 from sam_server.services import live
 from sam_server.services.observe import job_visible
 
@@ -338,71 +338,25 @@ class _Steps:
     queues: set[asyncio.Queue[tuple[Any, ...]]] = field(default_factory=set)
 
 
-class MetricsHub:
+class MetricsHub(FanOut[_Steps]):
     """Per-process fan-out of recorded steps to every metrics stream (`GET /jobs/{id}/metrics`
     as SSE, one per open job page): one poll per tick for every followed job."""
 
-    def __init__(
-        self,
-        sessions: sessionmaker,  # type: ignore[type-arg]
-        *,
-        poll_s: float = 0.5,
-        heartbeat_s: float = 15.0,
-    ) -> None:
-        self.sessions = sessions
-        self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
-        self.channels: dict[str, _Steps] = {}
-        self.draining = False
-        self.polls = 0
-        self._task: asyncio.Task[None] | None = None
-        self._limiter = anyio.CapacityLimiter(1)
-
-    async def run(self, fn: Any, *args: Any) -> Any:
-        def work() -> Any:
-            with self.sessions() as session:
-                return fn(session, *args)
-
-        return await anyio.to_thread.run_sync(work, limiter=self._limiter)
+    backlog = MAX_BACKLOG * 10
+    what = "metrics poll"
 
     async def subscribe(self, job_id: str) -> asyncio.Queue[tuple[Any, ...]]:
         """A queue of `("step", step, view)`, `("reset", newest)`, `("end", state)` or
-        `("shutdown",)`; a follower more than MAX_BACKLOG behind gets `shutdown`."""
-        queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        channel = self.channels.get(job_id)
-        if channel is None:
-            last = await self.run(lambda s: live.newest_step(s, job_id=job_id))
-            channel = self.channels.setdefault(job_id, _Steps(last=last))
-        channel.queues.add(queue)
-        if self.draining:
-            queue.put_nowait(("shutdown",))
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
-        return queue
+        `("shutdown",)`; a follower more than `backlog` behind gets `shutdown`."""
 
-    def unsubscribe(self, job_id: str, queue: asyncio.Queue[tuple[Any, ...]]) -> None:
-        channel = self.channels.get(job_id)
-        if channel is not None:
-            channel.queues.discard(queue)
-            if not channel.queues:
-                del self.channels[job_id]
+        async def new_channel() -> _Steps:
+            return _Steps(last=await self.run(lambda s: live.newest_step(s, job_id=job_id)))
 
-    def drain(self) -> None:
-        self.draining = True
-        for channel in self.channels.values():
-            for queue in channel.queues:
-                queue.put_nowait(("shutdown",))
+        return await self._join(job_id, new_channel)
 
     async def close(self) -> None:
         self.drain()
         await _stop(self._task)
-
-    async def _poll_forever(self) -> None:
-        while self.channels:
-            try:
-                await self.poll_once()
-            except Exception:  # noqa: BLE001 - a database hiccup must not end every stream
-                log.exception("metrics poll failed; retrying")
-            await asyncio.sleep(self.poll_s)
 
     async def poll_once(self) -> None:
         cursors = {job_id: c.last for job_id, c in self.channels.items()}
@@ -415,23 +369,15 @@ class MetricsHub:
                 continue
             if job_id in resets:
                 channel.last = resets[job_id]
-                self._publish(job_id, channel, ("reset", channel.last))
+                self._publish(channel, ("reset", channel.last))
             for view in steps.get(job_id, []):
                 if view["step"] > channel.last:
                     channel.last = view["step"]
-                    self._publish(job_id, channel, ("step", view["step"], view))
+                    self._publish(channel, ("step", view["step"], view))
             if states.get(job_id) in ENDED or states.get(job_id) == "gone":
                 if not steps.get(job_id):  # ended and nothing more to read
-                    self._publish(job_id, channel, ("end", states[job_id]))
+                    self._publish(channel, ("end", states[job_id]))
                     self.channels.pop(job_id, None)
-
-    def _publish(self, job_id: str, channel: _Steps, event: tuple[Any, ...]) -> None:
-        for queue in list(channel.queues):
-            if queue.qsize() >= MAX_BACKLOG * 10:  # too slow: it resumes from its last step
-                channel.queues.discard(queue)
-                queue.put_nowait(("shutdown",))
-            else:
-                queue.put_nowait(event)
 
 
 async def follow_steps(hub: MetricsHub, job_id: str, after: int) -> AsyncIterator[str]:

@@ -12,9 +12,9 @@ import asyncio
 import json
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import anyio
 
@@ -30,56 +30,66 @@ FULL_POLL_EVERY = 4  # ticks between polls that read every followed job in full
 MAX_BACKLOG = 10_000  # events queued for one slow follower before it is told to reconnect
 
 
-@dataclass
-class _Channel:
-    """The followers of one job and how far the hub has read its log."""
-
-    last_id: int
-    queues: set[asyncio.Queue[tuple[Any, ...]]] = field(default_factory=set)
+Event = tuple[Any, ...]
 
 
-class LogHub:
-    """Per-process fan-out of job log lines to every follower of every job."""
+class Followed(Protocol):
+    """What a hub keeps per followed job: at least the queues of its followers."""
+
+    queues: set[asyncio.Queue[Event]]
+
+
+C = TypeVar("C", bound=Followed)
+
+
+class FanOut(Generic[C]):
+    """A per-process hub: one poller for every followed job, its events fanned out to each
+    job's followers (a queue per follower). Subclasses read the database (`poll_once`)."""
+
+    backlog = MAX_BACKLOG
+    """Events queued for one follower before it is told to reconnect (`shutdown`)."""
+    what = "poll"
+    """What a failed poll is called in the log."""
 
     def __init__(
         self, sessions: sessionmaker[Session], *, poll_s: float = 0.5, heartbeat_s: float = 15.0
     ) -> None:
         self.sessions = sessions
         self.poll_s, self.heartbeat_s = poll_s, heartbeat_s
-        self.channels: dict[str, _Channel] = {}
+        self.channels: dict[str, C] = {}
         self.draining = False
         self.polls = 0  # database polls made, for tests and the benchmark
-        self._seen_max = 0  # the newest log id of all jobs at the last poll
-        self.gauge: Any = None  # a prometheus Gauge of open followers, when the app sets one
         self._task: asyncio.Task[None] | None = None
         # Polls get their own thread: they never queue behind (or block) ordinary requests.
         self._limiter = anyio.CapacityLimiter(1)
 
-    @property
-    def followers(self) -> int:
-        """Followers connected to this process now."""
-        return sum(len(c.queues) for c in self.channels.values())
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(session, *args) in the hub's own thread, with a session of its own."""
 
-    async def subscribe(self, job_id: str) -> asyncio.Queue[tuple[Any, ...]]:
-        """A queue that receives `("log", id, text)`, `("end", id, state)` or `("shutdown",)`."""
-        queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        def work() -> Any:
+            with self.sessions() as session:
+                return fn(session, *args)
+
+        return await anyio.to_thread.run_sync(work, limiter=self._limiter)
+
+    async def _join(
+        self, job_id: str, new_channel: Callable[[], Awaitable[C]]
+    ) -> asyncio.Queue[Event]:
+        """A new follower's queue on `job_id`'s channel (made by `new_channel` for the first)."""
+        queue: asyncio.Queue[Event] = asyncio.Queue()
         channel = self.channels.get(job_id)
         if channel is None:
-            start = await self._run(logfeed.max_log_id, job_id)
-            channel = self.channels.setdefault(job_id, _Channel(last_id=start))
+            made = await new_channel()
+            channel = self.channels.setdefault(job_id, made)
         channel.queues.add(queue)
-        if self.gauge is not None:
-            self.gauge.inc()
         if self.draining:
             queue.put_nowait(("shutdown",))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._poll_forever())
         return queue
 
-    def unsubscribe(self, job_id: str, queue: asyncio.Queue[tuple[Any, ...]]) -> None:
+    def unsubscribe(self, job_id: str, queue: asyncio.Queue[Event]) -> None:
         """Forget a follower; the job stops being polled when it has none left."""
-        if self.gauge is not None:
-            self.gauge.dec()
         channel = self.channels.get(job_id)
         if channel is None:
             return
@@ -94,26 +104,74 @@ class LogHub:
             for queue in channel.queues:
                 queue.put_nowait(("shutdown",))
 
-    async def close(self) -> None:
-        """Stop the poller."""
-        self.drain()
-        if self._task is not None:
-            self._task.cancel()
-
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        def work() -> Any:
-            with self.sessions() as session:
-                return fn(session, *args)
-
-        return await anyio.to_thread.run_sync(work, limiter=self._limiter)
-
     async def _poll_forever(self) -> None:
         while self.channels:
             try:
                 await self.poll_once()
             except Exception:  # noqa: BLE001 - a database hiccup must not end every stream
-                log.exception("log poll failed; retrying")
+                log.exception("%s failed; retrying", self.what)
             await asyncio.sleep(self.poll_s)
+
+    async def poll_once(self) -> None:
+        """One database read for every followed job; deliver what is new."""
+        raise NotImplementedError
+
+    def _publish(self, channel: C, event: Event) -> None:
+        for queue in list(channel.queues):
+            if queue.qsize() >= self.backlog:  # too slow: make it resume from where it was
+                channel.queues.discard(queue)
+                queue.put_nowait(("shutdown",))
+            else:
+                queue.put_nowait(event)
+
+
+@dataclass
+class _Channel:
+    """The followers of one job and how far the hub has read its log."""
+
+    last_id: int
+    queues: set[asyncio.Queue[Event]] = field(default_factory=set)
+
+
+class LogHub(FanOut[_Channel]):
+    """Per-process fan-out of job log lines to every follower of every job."""
+
+    what = "log poll"
+
+    def __init__(
+        self, sessions: sessionmaker[Session], *, poll_s: float = 0.5, heartbeat_s: float = 15.0
+    ) -> None:
+        super().__init__(sessions, poll_s=poll_s, heartbeat_s=heartbeat_s)
+        self._seen_max = 0  # the newest log id of all jobs at the last poll
+        self.gauge: Any = None  # a prometheus Gauge of open followers, when the app sets one
+
+    @property
+    def followers(self) -> int:
+        """Followers connected to this process now."""
+        return sum(len(c.queues) for c in self.channels.values())
+
+    async def subscribe(self, job_id: str) -> asyncio.Queue[Event]:
+        """A queue that receives `("log", id, text)`, `("end", id, state)` or `("shutdown",)`."""
+
+        async def new_channel() -> _Channel:
+            return _Channel(last_id=await self.run(logfeed.max_log_id, job_id))
+
+        queue = await self._join(job_id, new_channel)
+        if self.gauge is not None:
+            self.gauge.inc()
+        return queue
+
+    def unsubscribe(self, job_id: str, queue: asyncio.Queue[Event]) -> None:
+        """Forget a follower; the job stops being polled when it has none left."""
+        if self.gauge is not None:
+            self.gauge.dec()
+        super().unsubscribe(job_id, queue)
+
+    async def close(self) -> None:
+        """Stop the poller."""
+        self.drain()
+        if self._task is not None:
+            self._task.cancel()
 
     async def poll_once(self) -> None:
         """One database read for every followed job; deliver new lines and ends."""
@@ -121,7 +179,7 @@ class LogHub:
         if not cursors:
             return
         full = self.polls % FULL_POLL_EVERY == 0
-        states, rows, self._seen_max = await self._run(
+        states, rows, self._seen_max = await self.run(
             logfeed.read_new, cursors, self._seen_max, full
         )
         self.polls += 1
@@ -139,14 +197,6 @@ class LogHub:
                 self._publish(channel, ("end", channel.last_id, state))
                 del self.channels[job_id]
 
-    def _publish(self, channel: _Channel, event: tuple[Any, ...]) -> None:
-        for queue in list(channel.queues):
-            if queue.qsize() >= MAX_BACKLOG:  # too slow: make it resume from its last id
-                channel.queues.discard(queue)
-                queue.put_nowait(("shutdown",))
-            else:
-                queue.put_nowait(event)
-
 
 def sse(event: str, data: str, event_id: int | None = None) -> str:
     """One Server-Sent Event (a data line per line of `data`)."""
@@ -161,7 +211,7 @@ async def follow(hub: LogHub, job_id: str, after_id: int) -> AsyncIterator[str]:
     try:
         # Subscribed first, then caught up: a line is in the catch-up, the queue, or both
         # (dropped by id), never in neither.
-        state, lines = await hub._run(logfeed.catch_up, job_id, after_id)
+        state, lines = await hub.run(logfeed.catch_up, job_id, after_id)
         sent = after_id
         yield "retry: 1000\n\n"
         for line_id, text in lines:

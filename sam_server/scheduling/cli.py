@@ -37,8 +37,12 @@ def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
 @click.command("sim")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--wafers", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--wafer-rows", default=750, show_default=True, type=click.IntRange(min=1))
-@click.option("--wafer-cols", default=994, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--wafer-rows", default=ClusterSpec.rows, show_default=True, type=click.IntRange(min=1)
+)
+@click.option(
+    "--wafer-cols", default=ClusterSpec.cols, show_default=True, type=click.IntRange(min=1)
+)
 @click.option(
     "--pes-per-proc",
     type=click.IntRange(min=1),

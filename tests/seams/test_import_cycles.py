@@ -13,11 +13,7 @@ PACKAGES = ("sam_server", "sam_worker", "compiler", "wse_sim", "client")
 
 # Circles in code another change owns right now; each entry must go once that code is untangled
 # (the test fails when a listed circle no longer exists, so the list cannot go stale).
-KNOWN: dict[frozenset[str], str] = {
-    frozenset({"compiler.sandbox.runner", "compiler.sandbox.warm"}): (
-        "the sandbox's pieces are being regrouped behind one public surface (issue 15)"
-    ),
-}
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def circles(graph: grimp.ImportGraph) -> list[frozenset[str]]:
