@@ -17,7 +17,8 @@ from sam_server.broker import COMPILE_QUEUE, COMPILE_TASK, RUN_TASK, wafer_queue
 from sam_server.db.models import Job, JobAttempt, JobLog, OutboxMessage
 from sam_server.db.types import utcnow
 from sam_server.scheduling import JobExplain, Plan
-from sam_server.services.transitions import JobState, transition
+from sam_server.services.transitions import transition
+from sam_server.states import WAITING, JobState
 
 # Explanations written each cycle: the first EXPLAIN_DEPTH waiting jobs in queue order (what
 # `sam queue` shows first), every job whose first reason changed, and a rotating slice of
@@ -111,7 +112,7 @@ def write_explanations(
     for job_id, info in plan.waiting.items():
         key = str(job_id)
         row = jobs.get(key)
-        if row is None or key in decided or row.state not in ("queued", "compiling", "pending"):
+        if row is None or key in decided or row.state not in WAITING:
             continue
         k = info.position - 1
         code = info.reasons[0].code if info.reasons else None

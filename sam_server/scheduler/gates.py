@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Job, JobLog
 from sam_server.scheduler.decisions import store_explanations
 from sam_server.services.dependencies import dependency_verdicts
-from sam_server.services.transitions import JobState, transition
-from sam_server.states import LEASED, WAITING
+from sam_server.services.transitions import transition
+from sam_server.states import LEASED, WAITING, JobState
 
 GATED_STATES = WAITING
 # Tasks that count against an array's %N: on a wafer, or on their way to one.
@@ -79,7 +79,11 @@ def _gate_arrays(jobs: list[Any], waiting: list[Any], gates: dict[str, list[Gate
         if job.state == JobState.COMPILING.value and job.compile_hash:
             compiling.setdefault(job.compile_hash, job.id)
     tasks = sorted(
-        (j for j in waiting if j.array_job_id and j.state != "compiling" and j.id not in gates),
+        (
+            j
+            for j in waiting
+            if j.array_job_id and j.state != JobState.COMPILING.value and j.id not in gates
+        ),
         key=lambda j: (j.array_job_id or "", j.array_task_id or 0),
     )
     admitted: dict[str, int] = defaultdict(int)

@@ -7,8 +7,8 @@ from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobAttempt, JobLog
 from sam_server.db.types import utcnow
-from sam_server.services.transitions import JobState, transition
-from sam_server.states import LEASED
+from sam_server.services.transitions import transition
+from sam_server.states import LEASED, JobState
 
 
 def reap_expired(session: Session, *, max_attempts: int) -> list[str]:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Tenant, User
 from sam_server.db.types import as_utc, utcnow
 from sam_server.scheduling import update_usage
+from sam_server.states import HOLDS_REGION
 
 
 def charge_usage(session: Session, jobs: list[Any], *, half_life_s: float) -> None:
@@ -19,7 +20,7 @@ def charge_usage(session: Session, jobs: list[Any], *, half_life_s: float) -> No
     tenant_pes: dict[int, float] = defaultdict(float)
     user_pes: dict[int, float] = defaultdict(float)
     for job in jobs:
-        if job.state in ("running", "cancelling") and job.region_rows and job.region_cols:
+        if job.state in HOLDS_REGION and job.region_rows and job.region_cols:
             tenant_pes[job.tenant_id] += job.region_rows * job.region_cols
             user_pes[job.user_id] += job.region_rows * job.region_cols
     for tenant in session.execute(select(Tenant)).scalars():
