@@ -16,10 +16,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import Job, JobLog
-from sam_server.scheduler.decisions import store_explanations
+from sam_server.db.models import Job
 from sam_server.services.dependencies import dependency_verdicts
-from sam_server.services.transitions import transition
+from sam_server.services.dispatch import cancel_unsatisfiable, store_explanations
 from sam_server.states import LEASED, WAITING, JobState
 
 GATED_STATES = WAITING
@@ -112,12 +111,7 @@ def _kill(session: Session, row: Any, why: str) -> None:
     job = session.get(Job, row.id)
     if job is None:
         return
-    job.cancel_requested = True
-    session.flush()
-    message = f"dependency can never be satisfied ({why}); cancelled (kill_invalid_depend)"
-    transition(session, job, JobState.CANCELLED, reason=message)
-    job.reason = "DependencyNeverSatisfied"
-    session.add(JobLog(job_id=job.id, level="WARN", line=message))
+    cancel_unsatisfiable(session, job, why=why)
 
 
 def _write_reasons(session: Session, gated: list[tuple[Any, list[Gate]]]) -> None:

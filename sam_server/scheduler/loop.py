@@ -18,9 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server.broker import Sender, celery_sender
 from sam_server.config import ClusterConfig, Settings
-from sam_server.db.models import JobEvent, OutboxMessage
+from sam_server.db.models import JobEvent
 from sam_server.db.session import engine_for, session_scope
-from sam_server.db.types import utcnow
 from sam_server.scheduler.decisions import ExplainSelection, apply_plan
 from sam_server.scheduler.gates import gate_jobs
 from sam_server.scheduler.leader import Leadership
@@ -28,8 +27,8 @@ from sam_server.scheduler.metrics import SchedulerMetrics
 from sam_server.scheduler.reaper import reap_expired
 from sam_server.scheduler.reuse import reuse_compiled
 from sam_server.scheduler.snapshot import build_snapshot, forget_active_jobs, load_active_jobs
-from sam_server.scheduler.usage import charge_usage
 from sam_server.scheduling import PolicyConfig, plan
+from sam_server.services.dispatch import charge_usage, mark_sent, unsent_messages
 from sam_server.services.history import purge_ended
 from sam_server.services.observe import expire_compile_servers
 
@@ -131,14 +130,7 @@ def dispatch_outbox(settings: Settings, send: Sender) -> int:
     """Send every unsent outbox message with `send(task, queue, payload)`; returns how many."""
     sent = 0
     with session_scope(settings.resolved_database_url) as session:
-        pending = list(
-            session.execute(
-                select(OutboxMessage)
-                .where(OutboxMessage.sent_at.is_(None))
-                .order_by(OutboxMessage.id)
-            ).scalars()
-        )
-        for message in pending:
+        for message in unsent_messages(session):
             try:
                 send(message.task, message.queue, message.payload)
             except Exception as exc:  # noqa: BLE001 - broker down: keep it for the next cycle
@@ -146,8 +138,7 @@ def dispatch_outbox(settings: Settings, send: Sender) -> int:
                     "dispatch of %s to %s failed (%s); will retry", message.task, message.queue, exc
                 )
                 break
-            message.sent_at = utcnow()
-            session.commit()
+            mark_sent(session, message)
             sent += 1
     return sent
 
