@@ -1,8 +1,8 @@
 """The broker's names and settings, in one place: the Celery task names, the queues, the Celery
 configuration, and the broker's reachability check.
 
-The scheduler sends (`scheduler/decisions.py` writes outbox rows naming a task and a queue, the
-loop hands them to `celery_sender`), the workers consume (`sam_worker/celery_app.py` takes its
+The scheduler sends (`services/dispatch.py` writes outbox rows naming a task and a queue, the
+loop hands them to `celery_sender` after the commit), the workers consume (`sam_worker/celery_app.py` takes its
 app from `make_celery`, the tasks register under these names, `sam worker` picks the queues);
 both import the names from here, so the scheduler needs nothing of the worker package. Celery is
 imported only inside `make_celery`, so the API process's hot path stays free of it.
