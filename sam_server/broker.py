@@ -1,10 +1,11 @@
 """The broker's names and settings, in one place: the Celery task names, the queues, the Celery
 configuration, and the broker's reachability check.
 
-The scheduler sends (`scheduler/decisions.py` writes outbox rows naming a task and a queue), the
-workers consume (`sam_worker/celery_app.py` builds the Celery app from `celery_config`, the tasks
-register under these names, `sam worker` picks the queues); both import the names from here. The
-module imports no Celery, so the API process's hot path stays free of it.
+The scheduler sends (`services/dispatch.py` writes outbox rows naming a task and a queue, the
+loop hands them to `celery_sender` after the commit), the workers consume (`sam_worker/celery_app.py` takes its
+app from `make_celery`, the tasks register under these names, `sam worker` picks the queues);
+both import the names from here, so the scheduler needs nothing of the worker package. Celery is
+imported only inside `make_celery`, so the API process's hot path stays free of it.
 
 The broker only says "work is ready"; the database says what the work is. Tasks are idempotent and
 every claim is a compare-and-set, so at-least-once delivery is safe.
@@ -13,8 +14,12 @@ every claim is a compare-and-set, so at-least-once delivery is safe.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sam_server.config import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 COMPILE_TASK = "sam.compile"  # kwargs: job_id
 RUN_TASK = "sam.run"  # kwargs: job_id, attempt
@@ -66,6 +71,35 @@ def celery_config(settings: Settings) -> dict[str, object]:
         # Above the longest run, so Redis never re-delivers a task that is still running.
         conf["broker_transport_options"] = {"visibility_timeout": 12 * 3600}
     return conf
+
+
+def make_celery(settings: Settings) -> Celery:
+    """A Celery app configured from `settings` (the workers' and the scheduler's sender's)."""
+    from celery import Celery
+
+    app = Celery("sam")
+    app.conf.update(celery_config(settings))
+    return app
+
+
+# send(task, queue, payload): hands one message to the broker
+Sender = Callable[[str, str, dict[str, Any]], None]
+
+
+def celery_sender(settings: Settings) -> Sender:
+    """`send(task, queue, payload)` over a Celery app configured from `settings`."""
+    app = make_celery(settings)
+
+    def send(task: str, queue: str, payload: dict[str, Any]) -> None:
+        app.send_task(
+            task,
+            kwargs=payload,
+            queue=queue,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
+
+    return send
 
 
 def broker_check_for(settings: Settings) -> Callable[[], str]:

@@ -9,15 +9,8 @@ from functools import lru_cache
 
 from celery import Celery
 
-from sam_server.broker import celery_config
-from sam_server.config import Settings, get_settings
-
-
-def make_celery(settings: Settings) -> Celery:
-    """A Celery app configured from `settings`, with SAM's tasks registered."""
-    app = Celery("sam")
-    app.conf.update(celery_config(settings))
-    return app
+from sam_server.broker import make_celery
+from sam_server.config import get_settings
 
 
 @lru_cache(maxsize=1)

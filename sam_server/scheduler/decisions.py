@@ -1,23 +1,28 @@
-"""Write a `Plan` into the database: transitions, regions, explain data and outbox messages.
+"""Write a `Plan` into the database through the dispatch verbs (`services/dispatch.py`:
+`send_to_compile`, `start_job`, `preempt_job`, `store_explanations`), choosing here which
+explanations a cycle rewrites.
 
 All of it happens in the caller's transaction; the messages are sent only after it commits.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, bindparam, text, update
 from sqlalchemy.orm import Session
 
-from sam_server.broker import COMPILE_QUEUE, COMPILE_TASK, RUN_TASK, wafer_queue
-from sam_server.db.models import Job, JobAttempt, JobLog, OutboxMessage
+from sam_server.db.models import Job
 from sam_server.db.types import utcnow
 from sam_server.scheduling import JobExplain, Plan
-from sam_server.services.transitions import JobState, transition
+from sam_server.services.dispatch import (
+    preempt_job,
+    send_to_compile,
+    start_job,
+    store_explanations,
+)
+from sam_server.states import WAITING, JobState
 
 # Explanations written each cycle: the first EXPLAIN_DEPTH waiting jobs in queue order (what
 # `sam queue` shows first), every job whose first reason changed, and a rotating slice of
@@ -44,34 +49,18 @@ def apply_plan(
     for job_id in plan.compiles:
         job = session.get(Job, str(job_id))
         if job is not None and job.state == JobState.QUEUED.value:
-            job.reason, job.lease_owner, job.lease_expires_at = "Compiling", None, deadline
-            transition(session, job, JobState.COMPILING, reason="sent to a compile server")
-            session.add(
-                OutboxMessage(task=COMPILE_TASK, queue=COMPILE_QUEUE, payload={"job_id": job.id})
-            )
+            send_to_compile(session, job, deadline=deadline)
             sent += 1
     for start in plan.starts:
         job = session.get(Job, str(start.job_id))
         if job is not None and job.state == JobState.PENDING.value:
-            _start(
-                session,
-                job,
-                start.wafer_id,
-                (start.row, start.col, start.rows, start.cols),
-                deadline,
-            )
+            rect = (start.row, start.col, start.rows, start.cols)
+            start_job(session, job, start.wafer_id, rect, deadline=deadline)
             sent += 1
     for pre in plan.preemptions:
         job = session.get(Job, str(pre.job_id))
         if job is not None and job.state == JobState.RUNNING.value and not job.preempt_requested:
-            job.preempt_requested = True
-            session.add(
-                JobLog(
-                    job_id=job.id,
-                    level="WARN",
-                    line=f"preempted for job {pre.for_job_id}: {pre.reason}; checkpointing",
-                )
-            )
+            preempt_job(session, job, for_job_id=pre.for_job_id, why=pre.reason)
     session.flush()
     write_explanations(session, plan, jobs, selection)
     return sent
@@ -111,7 +100,7 @@ def write_explanations(
     for job_id, info in plan.waiting.items():
         key = str(job_id)
         row = jobs.get(key)
-        if row is None or key in decided or row.state not in ("queued", "compiling", "pending"):
+        if row is None or key in decided or row.state not in WAITING:
             continue
         k = info.position - 1
         code = info.reasons[0].code if info.reasons else None
@@ -119,82 +108,6 @@ def write_explanations(
             rows.append({"_id": key, "explain": _explain(info, planned_at), "reason": code})
     store_explanations(session, rows)
     return len(rows)
-
-
-def store_explanations(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Write `{_id, explain, reason}` rows in one batched UPDATE (no ORM objects loaded)."""
-    if not rows:
-        return
-    if session.get_bind().dialect.name == "postgresql":
-        # One statement over one JSON document: an executemany of 3,000 rows cost 0.6 s of a
-        # cycle (and text arrays are escaped element by element by the driver).
-        doc = [{"id": r["_id"], "explain": r["explain"], "reason": r["reason"]} for r in rows]
-        session.execute(_PG_EXPLAIN, {"doc": json.dumps(doc)})
-    else:
-        table: Table = Job.__table__  # type: ignore[assignment]
-        session.execute(
-            update(table)
-            .where(table.c.id == bindparam("_id"))
-            .values(explain=bindparam("explain"), reason=bindparam("reason")),
-            rows,
-        )
-
-
-_PG_EXPLAIN = text(
-    "UPDATE jobs SET explain = v.explain, reason = v.reason"
-    " FROM json_to_recordset(CAST(:doc AS json)) AS v(id text, explain json, reason text)"
-    " WHERE jobs.id = v.id"
-)
-
-
-def _start(
-    session: Session, job: Job, wafer_id: str, rect: tuple[int, int, int, int], deadline: datetime
-) -> None:
-    row, col, rows, cols = rect
-    job.wafer_id, job.region_row, job.region_col, job.region_rows, job.region_cols = (
-        wafer_id,
-        row,
-        col,
-        rows,
-        cols,
-    )
-    job.attempts += 1
-    job.reason = None
-    job.explain = None
-    job.lease_owner, job.lease_expires_at = None, deadline
-    transition(
-        session,
-        job,
-        JobState.RUNNING,
-        reason=f"placed on {wafer_id} at ({row},{col}) {rows}x{cols}",
-    )
-    session.add(
-        JobAttempt(
-            job_id=job.id,
-            attempt=job.attempts,
-            tenant_id=job.tenant_id,
-            wafer_id=wafer_id,
-            row=row,
-            col=col,
-            rows=rows,
-            cols=cols,
-            start_step=job.checkpoint_step or 0,
-        )
-    )
-    session.add(
-        JobLog(
-            job_id=job.id,
-            line=f"attempt {job.attempts}: region {rows}x{cols} at "
-            f"({row},{col}) of wafer {wafer_id}",
-        )
-    )
-    session.add(
-        OutboxMessage(
-            task=RUN_TASK,
-            queue=wafer_queue(wafer_id),
-            payload={"job_id": job.id, "attempt": job.attempts},
-        )
-    )
 
 
 def _explain(info: JobExplain, planned_at: str) -> dict[str, Any]:

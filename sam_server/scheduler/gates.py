@@ -16,11 +16,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import Job, JobLog
-from sam_server.scheduler.decisions import store_explanations
+from sam_server.db.models import Job
 from sam_server.services.dependencies import dependency_verdicts
-from sam_server.services.transitions import JobState, transition
-from sam_server.states import LEASED, WAITING
+from sam_server.services.dispatch import cancel_unsatisfiable, store_explanations
+from sam_server.states import LEASED, WAITING, JobState
 
 GATED_STATES = WAITING
 # Tasks that count against an array's %N: on a wafer, or on their way to one.
@@ -79,7 +78,11 @@ def _gate_arrays(jobs: list[Any], waiting: list[Any], gates: dict[str, list[Gate
         if job.state == JobState.COMPILING.value and job.compile_hash:
             compiling.setdefault(job.compile_hash, job.id)
     tasks = sorted(
-        (j for j in waiting if j.array_job_id and j.state != "compiling" and j.id not in gates),
+        (
+            j
+            for j in waiting
+            if j.array_job_id and j.state != JobState.COMPILING.value and j.id not in gates
+        ),
         key=lambda j: (j.array_job_id or "", j.array_task_id or 0),
     )
     admitted: dict[str, int] = defaultdict(int)
@@ -108,12 +111,7 @@ def _kill(session: Session, row: Any, why: str) -> None:
     job = session.get(Job, row.id)
     if job is None:
         return
-    job.cancel_requested = True
-    session.flush()
-    message = f"dependency can never be satisfied ({why}); cancelled (kill_invalid_depend)"
-    transition(session, job, JobState.CANCELLED, reason=message)
-    job.reason = "DependencyNeverSatisfied"
-    session.add(JobLog(job_id=job.id, level="WARN", line=message))
+    cancel_unsatisfiable(session, job, why=why)
 
 
 def _write_reasons(session: Session, gated: list[tuple[Any, list[Gate]]]) -> None:

@@ -1,7 +1,8 @@
 """The scheduler service: a planning cycle on every change (job events) and on a short timer.
 
 One cycle, in one transaction: reap expired leases, charge usage, snapshot, `plan()`, write the
-decisions and their outbox messages. After the commit the outbox is dispatched to Celery; a
+decisions and their outbox messages. After the commit the outbox is dispatched to Celery (the
+sender, like every broker name, is `sam_server.broker`'s: the loop imports no worker code); a
 message that cannot be sent (broker down) stays in the outbox and is sent on a later cycle.
 """
 
@@ -10,17 +11,15 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from sam_server.broker import Sender, celery_sender
 from sam_server.config import ClusterConfig, Settings
-from sam_server.db.models import JobEvent, OutboxMessage
+from sam_server.db.models import JobEvent
 from sam_server.db.session import engine_for, session_scope
-from sam_server.db.types import utcnow
 from sam_server.scheduler.decisions import ExplainSelection, apply_plan
 from sam_server.scheduler.gates import gate_jobs
 from sam_server.scheduler.leader import Leadership
@@ -28,8 +27,8 @@ from sam_server.scheduler.metrics import SchedulerMetrics
 from sam_server.scheduler.reaper import reap_expired
 from sam_server.scheduler.reuse import reuse_compiled
 from sam_server.scheduler.snapshot import build_snapshot, forget_active_jobs, load_active_jobs
-from sam_server.scheduler.usage import charge_usage
 from sam_server.scheduling import PolicyConfig, plan
+from sam_server.services.dispatch import charge_usage, mark_sent, unsent_messages
 from sam_server.services.history import purge_ended
 from sam_server.services.observe import expire_compile_servers
 
@@ -127,22 +126,11 @@ def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
         }
 
 
-# send(task, queue, payload): hands one outbox message to the broker
-Sender = Callable[[str, str, dict[str, Any]], None]
-
-
 def dispatch_outbox(settings: Settings, send: Sender) -> int:
     """Send every unsent outbox message with `send(task, queue, payload)`; returns how many."""
     sent = 0
     with session_scope(settings.resolved_database_url) as session:
-        pending = list(
-            session.execute(
-                select(OutboxMessage)
-                .where(OutboxMessage.sent_at.is_(None))
-                .order_by(OutboxMessage.id)
-            ).scalars()
-        )
-        for message in pending:
+        for message in unsent_messages(session):
             try:
                 send(message.task, message.queue, message.payload)
             except Exception as exc:  # noqa: BLE001 - broker down: keep it for the next cycle
@@ -150,28 +138,9 @@ def dispatch_outbox(settings: Settings, send: Sender) -> int:
                     "dispatch of %s to %s failed (%s); will retry", message.task, message.queue, exc
                 )
                 break
-            message.sent_at = utcnow()
-            session.commit()
+            mark_sent(session, message)
             sent += 1
     return sent
-
-
-def celery_sender() -> Sender:
-    """`send(task, queue, payload)` over the Celery app."""
-    from sam_worker.celery_app import get_celery
-
-    app = get_celery()
-
-    def send(task: str, queue: str, payload: dict[str, Any]) -> None:
-        app.send_task(
-            task,
-            kwargs=payload,
-            queue=queue,
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
-        )
-
-    return send
 
 
 def purge_history(settings: Settings) -> int:
@@ -195,7 +164,7 @@ def _event_marker(session: Session) -> int:
 def run_scheduler(settings: Settings, *, interval: float, once: bool = False) -> None:
     """The scheduler process: lead (or wait to), then plan on every change and every `interval` s."""
     leader = Leadership(settings.resolved_database_url, settings.data_dir)
-    send = celery_sender()
+    send = celery_sender(settings)
     config = policy_config(settings)
     compile_servers = settings.load_cluster().compile_servers
     stopping = {"now": False}

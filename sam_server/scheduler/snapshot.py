@@ -17,12 +17,11 @@ from sam_server.scheduling import Allocation, PolicyConfig, Quota, Snapshot, Ten
 from sam_server.scheduling import Job as PolicyJob
 from sam_server.scheduling import Wafer as PolicyWafer
 from sam_server.scheduling.fairshare import decay_usage
-from sam_server.scheduling.model import JobState
+from sam_server.scheduling.model import JobState as PolicyState
 from sam_server.scheduling.shapes import flexible_shapes
 from sam_server.services.jobs import job_arch
 from sam_server.services.observe import wafer_online
-from sam_server.services.transitions import ACTIVE
-from sam_server.states import HOLDS_REGION  # `cancelling` holds its region until it stops
+from sam_server.states import ACTIVE, HOLDS_REGION, JobState
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -265,7 +264,7 @@ def to_policy_job(job: Any) -> PolicyJob:
 
 def _policy_job(job: Any) -> PolicyJob:
     # the policy sees a region holder (running or cancelling) as running
-    state: JobState = "running" if job.state in HOLDS_REGION else job.state
+    state: PolicyState = JobState.RUNNING.value if job.state in HOLDS_REGION else job.state
     rows = job.region_rows if job.state in HOLDS_REGION and job.region_rows else job.req_rows
     cols = job.region_cols if job.state in HOLDS_REGION and job.region_cols else job.req_cols
     submitted = _ts(job.created_at) or 0.0
@@ -351,7 +350,7 @@ def build_snapshot(
         t.name: _tenant_state(session, t, now, config)
         for t in session.execute(select(Tenant)).scalars()
     }
-    compiling = sum(1 for j in jobs if j.state == "compiling")
+    compiling = sum(1 for j in jobs if j.state == JobState.COMPILING.value)
     total = max(compile_servers * slots_per_server, _live_compile_slots(session, now, stale_s))
     return Snapshot(
         wafers=tuple(wafers),

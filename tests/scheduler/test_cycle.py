@@ -321,3 +321,34 @@ def test_a_migration_goes_through_the_preemption_path_and_the_blocked_job_starts
                 and r[1] < other[1] + other[3]
                 and other[1] < r[1] + r[3]
             ), rects
+
+
+def test_a_cycle_charges_the_pes_a_running_job_held_to_its_tenant_and_user(api, cluster_settings):
+    """Fair share (`services/dispatch.charge_usage`): a job holding an 8x8 region for the last
+    100 s adds about 6,400 PE-seconds to its tenant and its user; a job still waiting adds none."""
+    from sam_server.db.models import Tenant, User
+
+    make_tenant(api, "acme")
+    make_tenant(api, "idle")
+    alice = make_user(api, "acme", "alice")
+    bob = make_user(api, "idle", "bob")
+    _online(cluster_settings)
+    region = spec(resources={"region": {"rows": 8, "cols": 8}, "time_limit": "1h"})
+    job_id = submit(api, alice, region).json()["id"]
+    run_cycle(cluster_settings)
+    _compile_ok(cluster_settings, job_id)
+    run_cycle(cluster_settings)
+    assert _job(cluster_settings, job_id).state == "running"
+    waiting = submit(api, bob, region).json()["id"]  # sent to compile, holds no region
+    url = cluster_settings.resolved_database_url
+    with session_scope(url) as s:
+        s.execute(update(Tenant).values(usage_pe_s=0.0, usage_at=utcnow() - timedelta(seconds=100)))
+        s.execute(update(User).values(usage_pe_s=0.0))
+    run_cycle(cluster_settings)
+    with session_scope(url) as s:
+        tenants = {t.name: t.usage_pe_s for t in s.execute(select(Tenant)).scalars()}
+        users = {u.name: u.usage_pe_s for u in s.execute(select(User)).scalars()}
+    assert 6000 < tenants["acme"] <= 6400 + 64 * 5  # decay and the cycle's own seconds
+    assert 6000 < users["alice"] <= 6400 + 64 * 5
+    assert _job(cluster_settings, waiting).state == "compiling"
+    assert tenants["idle"] == 0.0 and users["bob"] == 0.0

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from kombu import Connection
 
-from sam_server.broker import FILESYSTEM_TRANSPORT, celery_config
+from sam_server.broker import (
+    FILESYSTEM_TRANSPORT,
+    RUN_TASK,
+    celery_config,
+    celery_sender,
+    wafer_queue,
+)
 from sam_server.config import Settings
 
 N, SIZE = 150, 512 * 1024  # big messages keep a writer busy long enough to be caught mid-write
@@ -54,3 +60,20 @@ def test_a_polling_consumer_gets_every_message_whole_while_a_producer_writes(tmp
     assert producer.exitcode == 0
     leftovers = list((tmp_path / "broker" / "queue").glob("*.part"))
     assert leftovers == []
+
+
+def test_the_schedulers_sender_delivers_a_task_a_worker_of_that_queue_receives(tmp_path: Path):
+    # The scheduler loop sends with sam_server.broker's sender (no worker import); a consumer of
+    # the wafer's queue, configured as the workers are, gets the task by name with its kwargs.
+    settings = Settings(data_dir=tmp_path)
+    celery_sender(settings)(RUN_TASK, wafer_queue("w1"), {"job_id": "j1", "attempt": 2})
+    with _connection(tmp_path) as conn:
+        queue = conn.SimpleQueue(wafer_queue("w1"))
+        try:
+            message = queue.get(timeout=30)
+            args, kwargs, _ = message.payload
+            assert message.headers["task"] == RUN_TASK
+            assert (args, kwargs) == ([], {"job_id": "j1", "attempt": 2})
+            message.ack()
+        finally:
+            queue.close()

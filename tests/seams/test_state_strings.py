@@ -1,6 +1,8 @@
 """No bare job-state string outside sam_server/states.py in the services, the API, the database
-layer and the workers: they name states through `JobState` and the named sets, so a state's
-spelling lives in one place and a typo is an AttributeError, not a silently false comparison.
+layer, the scheduler loop and the workers (the pure policy, sam_server/scheduling, has its own
+`Literal` states and is not scanned): they name states through `JobState` and the named sets, so
+a state's spelling lives in one place and a typo is an AttributeError, not a silently false
+comparison.
 
 What does not count: docstrings, and the member declarations of an enum (a `StrEnum` whose value
 happens to read like a state, e.g. a compile outcome `succeeded`, is a named declaration too).
@@ -14,7 +16,13 @@ from pathlib import Path
 from sam_server.states import JobState
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("sam_server/services", "sam_server/api", "sam_server/db", "sam_worker")
+SCANNED = (
+    "sam_server/services",
+    "sam_server/api",
+    "sam_server/db",
+    "sam_server/scheduler",
+    "sam_worker",
+)
 STATES = {s.value for s in JobState}
 
 # Files another change owns right now; each entry goes once that change has swept them (the test
