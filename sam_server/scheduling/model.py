@@ -162,6 +162,9 @@ class PolicyConfig:
       walk (they start, or take the first reservations), which bounds their wait as EASY does.
     - overdue_wait_s: every job of the top class that has waited this long also goes first
       (oldest first); 0 = off.
+    - overdue_median_factor: dynamic aging: a job of the top class whose wait passes this
+      multiple of the median wait of its waiting peers (at least 3) also goes first, oldest
+      first, at most `overdue_max` of them (so the mean does not pay for many); 0 = off.
     - aging: "linear" (wait over `age_cap_s`) or "slowdown" (wait / (wait + time limit), the
       bounded slowdown accrued so far: a short job ages fast, a long one slowly, none stops).
     - slowdown_floor_s: the time limit below which "slowdown" aging treats jobs alike.
@@ -188,6 +191,8 @@ class PolicyConfig:
     reservations: int = 2
     protect_oldest: int = 1
     overdue_wait_s: float = 0.0
+    overdue_median_factor: float = 0.0
+    overdue_max: int = 2
     aging: Literal["linear", "slowdown"] = "linear"
     slowdown_floor_s: float = 600.0
     migration: bool = True

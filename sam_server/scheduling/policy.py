@@ -395,10 +395,18 @@ def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
         return pending
     peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
     bound = cycle.config.overdue_wait_s
+    factor = cycle.config.overdue_median_factor
+    if factor > 0 and len(peers) >= 3:
+        # dynamic aging: overdue once the wait passes `factor` x the median wait of the peers
+        median = cycle.now - peers[len(peers) // 2].eligible_at
+        dynamic = max(factor * median, cycle.config.reserve_after_s)
+        bound = min(bound, dynamic) if bound > 0 else dynamic
     overdue = 0
     if bound > 0:
         while overdue < len(peers) and cycle.now - peers[overdue].eligible_at >= bound:
             overdue += 1
+        if factor > 0:
+            overdue = min(overdue, cycle.config.overdue_max)
     first = peers[: max(count, overdue)]
     chosen = {id(j) for j in first}
     return [*first, *(j for j in pending if id(j) not in chosen)]
