@@ -60,6 +60,14 @@ def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
     show_default=True,
     help="multiply the gaps between submits (0.5 = twice the load)",
 )
+@click.option(
+    "--moldable",
+    type=click.FloatRange(min=0.0, max=0.5),
+    default=0.0,
+    show_default=True,
+    help="let trace jobs start on up to this fraction fewer PEs, running longer (an experiment: "
+    "live jobs never shrink)",
+)
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
 def sim(
     trace: str,
@@ -70,6 +78,7 @@ def sim(
     limit: int | None,
     policy: str,
     interarrival: float,
+    moldable: float,
     output: str,
 ) -> None:
     """Replay TRACE (.swf or .swf.gz) on simulated wafers; print wait, slowdown, utilization."""
@@ -82,7 +91,7 @@ def sim(
     spec = ClusterSpec(wafers, wafer_rows, wafer_cols, 1)
     if pes_per_proc is None:
         pes_per_proc = _auto_pes_per_proc(max((j.procs for j in jobs), default=1), spec)
-    spec = ClusterSpec(wafers, wafer_rows, wafer_cols, pes_per_proc)
+    spec = ClusterSpec(wafers, wafer_rows, wafer_cols, pes_per_proc, moldable)
     result = replay(jobs, spec, policy)
     figures = result.as_dict()
     if output == "json":

@@ -39,6 +39,10 @@ class ClusterSpec:
     rows: int = 750
     cols: int = 994
     pes_per_proc: int = 1
+    mold_shrink: float = 0.0
+    """Moldable trace jobs (an experiment, off by default): a job may start on up to this
+    fraction fewer PEs, running work_pes / area times longer (its slowdown counts the stretch).
+    Live jobs never shrink, so the default keeps `sam sim` to what the live policy can do."""
 
 
 @dataclass
@@ -103,9 +107,6 @@ def _charge_usage(state: _State, now: float) -> None:
     state.usage_clock = now
 
 
-MOLD_SHRINK = 0.05
-"""A trace job is moldable: it may start on up to this fraction fewer PEs than it asked for,
-running work_pes / area times longer (its slowdown counts the stretch)."""
 CHECKPOINT_EVERY_S = 1800.0
 """A trace job checkpoints this often (the steps since its last checkpoint are lost on a move)."""
 MOVE_COST_S = 120.0
@@ -219,7 +220,7 @@ def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
     alternatives = (
         (shape[1], shape[0]),
         *flexible_shapes(pes, spec.rows, spec.cols),
-        *shrunk_shapes(pes, spec.rows, spec.cols, MOLD_SHRINK),
+        *shrunk_shapes(pes, spec.rows, spec.cols, spec.mold_shrink),
     )
     fitting = tuple(s for s in alternatives if s[0] <= spec.rows and s[1] <= spec.cols)
     return Job(
