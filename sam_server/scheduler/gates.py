@@ -75,13 +75,13 @@ def _gate_arrays(jobs: list[Any], waiting: list[Any], gates: dict[str, list[Gate
     for job in jobs:
         if job.array_job_id and job.state in IN_FLIGHT:
             in_flight[job.array_job_id] += 1
-        if job.state == JobState.COMPILING.value and job.compile_hash:
+        if job.state == JobState.COMPILING and job.compile_hash:
             compiling.setdefault(job.compile_hash, job.id)
     tasks = sorted(
         (
             j
             for j in waiting
-            if j.array_job_id and j.state != JobState.COMPILING.value and j.id not in gates
+            if j.array_job_id and j.state != JobState.COMPILING and j.id not in gates
         ),
         key=lambda j: (j.array_job_id or "", j.array_task_id or 0),
     )
@@ -99,7 +99,7 @@ def _gate_arrays(jobs: list[Any], waiting: list[Any], gates: dict[str, list[Gate
             )
             continue
         admitted[array] += 1
-        if job.state == JobState.QUEUED.value and job.compile_hash:
+        if job.state == JobState.QUEUED and job.compile_hash:
             twin = compiling.setdefault(job.compile_hash, job.id)
             if twin != job.id:
                 gates[job.id].append(

@@ -12,7 +12,7 @@ from sam_server.services.lifecycle import reuse_artifact
 from sam_server.states import JobState
 
 # A job in these states has no artifact of its own yet.
-_BEFORE_ARTIFACT = (JobState.QUEUED.value, JobState.COMPILING.value)
+_BEFORE_ARTIFACT = (JobState.QUEUED, JobState.COMPILING)
 
 # Per database: the queued and compiling jobs when these hashes were last found without an
 # artifact. An artifact appears only when a job's compile ends, so while every one of those jobs
@@ -26,7 +26,7 @@ def reuse_compiled(session: Session, jobs: list[Any]) -> int:
     queued = [
         j
         for j in jobs
-        if j.state == JobState.QUEUED.value and j.compile_hash and not j.cancel_requested
+        if j.state == JobState.QUEUED and j.compile_hash and not j.cancel_requested
     ]
     waiting = {j.id for j in jobs if j.state in _BEFORE_ARTIFACT}
     url = str(session.get_bind().engine.url)
@@ -55,7 +55,7 @@ def reuse_compiled(session: Session, jobs: list[Any]) -> int:
         if job.compile_hash in known:
             key, summary = known[job.compile_hash]
             row = session.get(Job, job.id)  # `jobs` are the cycle's plain rows
-            if row is None or row.state != JobState.QUEUED.value:
+            if row is None or row.state != JobState.QUEUED:
                 continue
             reuse_artifact(session, row, artifact=key, summary=summary)
             job.state, job.reason = row.state, row.reason  # as the database now has it

@@ -350,7 +350,7 @@ def build_snapshot(
         t.name: _tenant_state(session, t, now, config)
         for t in session.execute(select(Tenant)).scalars()
     }
-    compiling = sum(1 for j in jobs if j.state == JobState.COMPILING.value)
+    compiling = sum(1 for j in jobs if j.state == JobState.COMPILING)
     total = max(compile_servers * slots_per_server, _live_compile_slots(session, now, stale_s))
     return Snapshot(
         wafers=tuple(wafers),
