@@ -24,9 +24,7 @@ _WITHOUT: dict[str, tuple[set[str], set[str]]] = {}
 def reuse_compiled(session: Session, jobs: list[Any]) -> int:
     """Give every queued job with a known artifact (same `compile_hash`) that artifact."""
     queued = [
-        j
-        for j in jobs
-        if j.state == JobState.QUEUED and j.compile_hash and not j.cancel_requested
+        j for j in jobs if j.state == JobState.QUEUED and j.compile_hash and not j.cancel_requested
     ]
     waiting = {j.id for j in jobs if j.state in _BEFORE_ARTIFACT}
     url = str(session.get_bind().engine.url)
