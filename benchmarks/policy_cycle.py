@@ -14,6 +14,7 @@ import json
 import random
 import time
 
+from sam_server.replay.sim import ClusterSpec
 from sam_server.scheduling import (
     Allocation,
     Job,
@@ -27,7 +28,6 @@ from sam_server.scheduling import (
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached
 from sam_server.scheduling.placement import choose_placement
 from sam_server.scheduling.shapes import flexible_shapes
-from sam_server.scheduling.sim import ClusterSpec
 
 ROWS, COLS = ClusterSpec.rows, ClusterSpec.cols  # usable WSE-2 fabric, as `sam sim` replays
 TENANTS = ("astro", "bio", "climate", "nlp")

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sam_server.scheduling.cli import _auto_pes_per_proc, replay
-from sam_server.scheduling.sim import ClusterSpec
-from sam_server.scheduling.swf import TraceJob, read_swf, scale_interarrival
+from sam_server.replay.cli import _auto_pes_per_proc, replay
+from sam_server.replay.sim import ClusterSpec
+from sam_server.replay.swf import TraceJob, read_swf, scale_interarrival
 
 KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "max_wait_s", "fairness_jain")
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sam_server.config import Settings  # noqa: E402
+from sam_server.controller.loop import run_cycle  # noqa: E402
 from sam_server.db.models import Job, Wafer  # noqa: E402
 from sam_server.db.session import session_scope, upgrade_database  # noqa: E402
 from sam_server.db.types import utcnow  # noqa: E402
-from sam_server.scheduler.loop import run_cycle  # noqa: E402
 from sam_server.services import lifecycle  # noqa: E402
 from tests.api.helpers import make_tenant, make_user, spec, submit  # noqa: E402
 from tests.conftest import create_pg_database, drop_pg_database  # noqa: E402

@@ -88,7 +88,7 @@ def _share_prometheus_dir() -> None:
 def scheduler(interval: float | None, once: bool) -> None:
     """Run the scheduler loop: snapshot, plan, write decisions, dispatch (one leader at a time)."""
     from sam_server.config import get_settings
-    from sam_server.scheduler.loop import run_scheduler
+    from sam_server.controller.loop import run_scheduler
 
     _configure_logging()
     settings = get_settings()

@@ -1,4 +1,4 @@
-"""One scheduler leader at a time: a PostgreSQL advisory lock, or a file lock on SQLite."""
+"""One controller leader at a time: a PostgreSQL advisory lock, or a file lock on SQLite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scheduler service: a planning cycle on every change (job events) and on a short timer.
+"""The controller loop: a planning cycle on every change (job events) and on a short timer.
 
 One cycle, in one transaction: reap expired leases, charge usage, snapshot, `plan()`, write the
 decisions and their outbox messages. After the commit the outbox is dispatched to Celery (the
@@ -18,15 +18,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sam_server.broker import Sender, celery_sender
 from sam_server.config import ClusterConfig, Settings
+from sam_server.controller.decisions import ExplainSelection, apply_plan
+from sam_server.controller.gates import gate_jobs
+from sam_server.controller.leader import Leadership
+from sam_server.controller.metrics import SchedulerMetrics
+from sam_server.controller.reaper import reap_expired
+from sam_server.controller.reuse import reuse_compiled
+from sam_server.controller.snapshot import build_snapshot, forget_active_jobs, load_active_jobs
 from sam_server.db.models import JobEvent
 from sam_server.db.session import engine_for, session_scope
-from sam_server.scheduler.decisions import ExplainSelection, apply_plan
-from sam_server.scheduler.gates import gate_jobs
-from sam_server.scheduler.leader import Leadership
-from sam_server.scheduler.metrics import SchedulerMetrics
-from sam_server.scheduler.reaper import reap_expired
-from sam_server.scheduler.reuse import reuse_compiled
-from sam_server.scheduler.snapshot import build_snapshot, forget_active_jobs, load_active_jobs
 from sam_server.scheduling import PolicyConfig, plan
 from sam_server.services.dispatch import charge_usage, mark_sent, unsent_messages
 from sam_server.services.history import purge_ended

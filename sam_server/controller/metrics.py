@@ -1,7 +1,8 @@
-"""The scheduler's Prometheus metrics, served on its own port (`SAM_SCHEDULER_METRICS_PORT`,
-0 = off): cycle duration, placements, preemptions, compiles dispatched, leases reaped, and the
-queue depth by tenant and reason read from the database at scrape time, and each wafer's free
-PEs, largest free rectangle and fragmentation after the last cycle."""
+"""The controller's Prometheus metrics (`sam scheduler`), served on its own port
+(`SAM_SCHEDULER_METRICS_PORT`, 0 = off): cycle duration, placements, preemptions, compiles
+dispatched, leases reaped, and the queue depth by tenant and reason read from the database at
+scrape time, and each wafer's free PEs, largest free rectangle and fragmentation after the last
+cycle."""
 
 from __future__ import annotations
 

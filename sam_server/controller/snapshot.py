@@ -54,7 +54,7 @@ _COLUMNS = (
     Job.compile_hash,
     Job.cancel_requested,
     Job.reason,
-    # what scheduler.gates reads: holds, dependencies, arrays
+    # what controller.gates reads: holds, dependencies, arrays
     Job.name,
     Job.seq,
     Job.hold,
@@ -316,7 +316,7 @@ def build_snapshot(
     wafer's worker runs at once (from the cluster file). Compile slots: those the live compile
     servers report, or the cluster file's `compile_servers` x `slots_per_server` when more;
     `slots_per_tenant` 0 = all but one of them. `gated`: waiting jobs held back this cycle (a
-    hold, a dependency, an array's %N: `scheduler.gates`), left out of the policy."""
+    hold, a dependency, an array's %N: `controller.gates`), left out of the policy."""
     held: dict[str, list[Allocation]] = {}
     for j in jobs:
         if j.wafer_id and j.state in HOLDS_REGION:

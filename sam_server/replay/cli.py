@@ -10,11 +10,11 @@ import sys
 
 import click
 
+from sam_server.replay.metrics import SimResult
+from sam_server.replay.oned import simulate_oned
+from sam_server.replay.sim import ClusterSpec, simulate
+from sam_server.replay.swf import TraceFormatError, TraceJob, read_swf, scale_interarrival
 from sam_server.scheduling.model import PolicyConfig, easy_config, fcfs_config
-from sam_server.scheduling.oned import simulate_oned
-from sam_server.scheduling.sim import ClusterSpec, simulate
-from sam_server.scheduling.simmetrics import SimResult
-from sam_server.scheduling.swf import TraceFormatError, TraceJob, read_swf, scale_interarrival
 
 POLICIES = {"fcfs": fcfs_config, "easy": easy_config, "sam": PolicyConfig}
 """The policies `sam sim` replays through `plan`, by name."""

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from sam_server.scheduling.swf import TraceJob
+from sam_server.replay.swf import TraceJob
 
 if TYPE_CHECKING:
-    from sam_server.scheduling.sim import ClusterSpec
+    from sam_server.replay.sim import ClusterSpec
 
 SLOWDOWN_BOUND_S = 10.0
 """Bounded slowdown divides by max(run time, 10 s) so that tiny jobs do not dominate."""

@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sam_server.scheduling.sim import ClusterSpec
-from sam_server.scheduling.simmetrics import SimResult, summarize
-from sam_server.scheduling.swf import TraceJob, shape_for_pes
+from sam_server.replay.metrics import SimResult, summarize
+from sam_server.replay.sim import ClusterSpec
+from sam_server.replay.swf import TraceJob, shape_for_pes
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """Trace replay: a simulated cluster of wafers in simulated time, driven by `policy.plan`.
 
 At every arrival or completion the simulator builds a `Snapshot` and calls the same `plan` the
-live scheduler loop calls, then applies its starts and preemptions. A job holds its rectangle for
-its real run time (the trace's run time); the policy only knows the time limit (the trace's
-requested time, or the run time when unknown). Every trace user becomes a tenant.
+live controller loop (`sam_server.controller`) calls, then applies its starts and preemptions.
+A job holds its rectangle for its real run time (the trace's run time); the policy only knows
+the time limit (the trace's requested time, or the run time when unknown). Every trace user
+becomes a tenant.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from sam_server.replay.metrics import SimResult, summarize
+from sam_server.replay.swf import TraceJob, shape_for_pes
 from sam_server.scheduling.fairshare import update_usage
 from sam_server.scheduling.geometry import FreeSpace, Rect
 from sam_server.scheduling.model import (
@@ -27,8 +30,6 @@ from sam_server.scheduling.model import (
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.policy import plan
 from sam_server.scheduling.shapes import flexible_shapes, shrunk_shapes
-from sam_server.scheduling.simmetrics import SimResult, summarize
-from sam_server.scheduling.swf import TraceJob, shape_for_pes
 
 
 @dataclass(frozen=True)

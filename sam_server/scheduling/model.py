@@ -1,9 +1,9 @@
 """The policy's input (`Snapshot`, `PolicyConfig`) and output (`Plan`): plain frozen dataclasses.
 
-The live scheduler loop builds a `Snapshot` from the database, the trace replay (`sam sim`) builds
-one from its simulated cluster, and both hand it to `policy.plan(snapshot, now)`. Nothing here
-touches a database, a broker or a clock: every time is a float of seconds passed in by the caller
-(epoch seconds live, simulated seconds in `sam sim`).
+The controller (`sam_server.controller`) builds a `Snapshot` from the database, the trace replay
+(`sam sim`, `sam_server.replay`) builds one from its simulated cluster, and both hand it to
+`policy.plan(snapshot, now)`. Nothing here touches a database, a broker or a clock: every time is
+a float of seconds passed in by the caller (epoch seconds live, simulated seconds in `sam sim`).
 """
 
 from __future__ import annotations

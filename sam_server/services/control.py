@@ -3,7 +3,7 @@
 Slurm's rules: a user acts on its own jobs (a tenant admin on its tenant's); lowering a job's
 priority or time limit is anyone's right, raising them is a cluster admin's; a job held by an
 admin is released only by an admin. Holds and requeues never add a state: a held job stays
-queued/compiling/pending with the reason JobHeldUser or JobHeldAdmin (`scheduler.gates`).
+queued/compiling/pending with the reason JobHeldUser or JobHeldAdmin (`controller.gates`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The scheduler loop's verbs: every database write a planning cycle makes, by name.
 
-The loop (`sam_server/scheduler/`) decides what to do (reap, gate, plan); these functions do it,
+The loop (`sam_server/controller/`) decides what to do (reap, gate, plan); these functions do it,
 in the caller's transaction: `send_to_compile`, `start_job`, `preempt_job`, `requeue_lost`,
 `cancel_unsatisfiable`, `charge_usage`, `store_explanations` and `mark_sent`. A state change goes
 through `transitions.transition` (the one writer of a job's state); a message for a worker is an

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
+from sam_server.controller.loop import purge_history
 from sam_server.db.models import Job, JobLog, JobMetric, JobMetricChunk
 from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
-from sam_server.scheduler.loop import purge_history
 from sam_server.services import lifecycle
 from sam_server.services.transitions import transition
 from tests.api.helpers import submit

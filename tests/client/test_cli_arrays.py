@@ -1,6 +1,6 @@
 """`sam submit --array/--dependency/--hold`, `sam queue` (collapsed and `--array`), `sam hold`,
 `release`, `update` and `cancel` of an array, against the real server (uvicorn, SQLite; the
-scheduler's side is tests/scheduler/test_arrays_deps.py, on both databases)."""
+scheduler's side is tests/controller/test_arrays_deps.py, on both databases)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
-from sam_server.scheduler.loop import run_cycle
 from sam_server.services import lifecycle
 from tests.api.helpers import make_tenant, make_user, spec, submit
 

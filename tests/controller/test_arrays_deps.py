@@ -11,9 +11,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
-from sam_server.scheduler.loop import run_cycle
 from sam_server.services import lifecycle
 from tests.api.helpers import ADMIN, MODEL_PY, bearer, spec
 from tests.conftest import LiveServer

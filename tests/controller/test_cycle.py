@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
+from sam_server.controller.loop import dispatch_outbox, run_cycle
 from sam_server.db.models import CompileServer, Job, JobAttempt, OutboxMessage
 from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
-from sam_server.scheduler.loop import dispatch_outbox, run_cycle
 from sam_server.services import lifecycle
 from tests.api.helpers import ADMIN, make_tenant, make_user, spec, submit
 

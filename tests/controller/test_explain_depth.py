@@ -4,12 +4,12 @@ planned. Checked with a tiny depth on the real databases."""
 
 from __future__ import annotations
 
+from sam_server.controller import decisions
+from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
-from sam_server.scheduler import decisions
-from sam_server.scheduler.loop import run_cycle
 from tests.api.helpers import make_tenant, make_user, spec, submit
-from tests.scheduler.test_cycle import _online, api, cluster_settings  # noqa: F401
+from tests.controller.test_cycle import _online, api, cluster_settings  # noqa: F401
 
 
 def _planned(settings, ids: list[str]) -> dict[str, str | None]:  # type: ignore[no-untyped-def]

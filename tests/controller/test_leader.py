@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sam_server.scheduler.leader import Leadership
+from sam_server.controller.leader import Leadership
 
 
 def test_one_leader_at_a_time_and_takeover(db_url, tmp_path):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from sqlalchemy import text, update
 
+from sam_server.controller.snapshot import load_active_jobs
 from sam_server.db.models import Job
 from sam_server.db.session import engine_for, session_scope
-from sam_server.scheduler.snapshot import load_active_jobs
 from tests.api.helpers import make_tenant, make_user, spec, submit
-from tests.scheduler.test_cycle import api, cluster_settings  # noqa: F401
+from tests.controller.test_cycle import api, cluster_settings  # noqa: F401
 
 
 def _rows(url: str) -> dict[str, tuple[str, str]]:

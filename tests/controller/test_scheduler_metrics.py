@@ -7,12 +7,12 @@ import re
 import httpx
 from sqlalchemy.orm import sessionmaker
 
+from sam_server.controller.loop import run_cycle
+from sam_server.controller.metrics import SchedulerMetrics
 from sam_server.db.session import engine_for
-from sam_server.scheduler.loop import run_cycle
-from sam_server.scheduler.metrics import SchedulerMetrics
 from tests.api.helpers import make_tenant, make_user, spec, submit
 from tests.conftest import free_port
-from tests.scheduler.test_cycle import _compile_ok, _online, api, cluster_settings  # noqa: F401
+from tests.controller.test_cycle import _compile_ok, _online, api, cluster_settings  # noqa: F401
 
 
 def _value(text: str, pattern: str) -> float:

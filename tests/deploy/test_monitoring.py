@@ -177,8 +177,8 @@ class Cluster:
     def __init__(self, settings, server: LiveServer) -> None:  # type: ignore[no-untyped-def]
         from sqlalchemy.orm import sessionmaker
 
+        from sam_server.controller.metrics import SchedulerMetrics
         from sam_server.db.session import engine_for
-        from sam_server.scheduler.metrics import SchedulerMetrics
 
         self.settings, self.api = settings, server
         self.url = settings.resolved_database_url

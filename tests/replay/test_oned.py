@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sam_server.scheduling.cli import sim
-from sam_server.scheduling.oned import simulate_oned
-from sam_server.scheduling.swf import TraceJob, scale_interarrival
+from sam_server.replay.cli import sim
+from sam_server.replay.oned import simulate_oned
+from sam_server.replay.swf import TraceJob, scale_interarrival
 
 
 def _job(job_id: int, submit: float, run: float, procs: int, limit: float | None = None):

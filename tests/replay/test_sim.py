@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from sam_server.replay.cli import POLICIES, sim
+from sam_server.replay.metrics import bounded_slowdown, jain_index, percentile
+from sam_server.replay.sim import ClusterSpec, simulate
+from sam_server.replay.swf import TraceJob, read_swf, shape_for_pes
 from sam_server.scheduling import PolicyConfig, easy_config
-from sam_server.scheduling.cli import POLICIES, sim
-from sam_server.scheduling.sim import ClusterSpec, simulate
-from sam_server.scheduling.simmetrics import bounded_slowdown, jain_index, percentile
-from sam_server.scheduling.swf import TraceJob, read_swf, shape_for_pes
 
 
 def _traces_dir() -> Path:

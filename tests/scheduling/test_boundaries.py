@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_policy_imports_no_database_web_broker_or_torch() -> None:
     code = (
         "import sys\n"
-        "import sam_server.scheduling, sam_server.scheduling.sim, sam_server.scheduling.cli\n"
+        "import sam_server.scheduling, sam_server.replay.sim, sam_server.replay.cli\n"
         "bad = [m for m in ('sqlalchemy', 'fastapi', 'celery', 'torch') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

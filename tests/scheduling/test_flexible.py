@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from sam_server.replay.sim import ClusterSpec, simulate
+from sam_server.replay.swf import TraceJob, shape_for_pes
 from sam_server.scheduling import PolicyConfig, Quota, easy_config, plan
 from sam_server.scheduling.shapes import flexible_shapes
-from sam_server.scheduling.sim import ClusterSpec, simulate
-from sam_server.scheduling.swf import TraceJob, shape_for_pes
 
 from .factories import job, running, snapshot
 
@@ -104,7 +104,7 @@ def test_sam_sim_starts_a_trace_job_rotated_where_easy_waits() -> None:
 
 
 def test_a_flexible_region_in_a_job_spec_becomes_the_policy_jobs_shapes() -> None:
-    from sam_server.scheduler.snapshot import accepted_shapes
+    from sam_server.controller.snapshot import accepted_shapes
     from sam_server.schemas.job_spec import RegionRequest
 
     spec = {"resources": {"region": {"rows": 24, "cols": 40, "flexible": True}}}

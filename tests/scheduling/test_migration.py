@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sam_server.replay.sim import CHECKPOINT_EVERY_S, MOVE_COST_S, ClusterSpec, simulate
+from sam_server.replay.swf import TraceJob
 from sam_server.scheduling import PolicyConfig, plan
 from sam_server.scheduling.model import easy_config
-from sam_server.scheduling.sim import CHECKPOINT_EVERY_S, MOVE_COST_S, ClusterSpec, simulate
-from sam_server.scheduling.swf import TraceJob
 
 from .factories import job, running, snapshot
 

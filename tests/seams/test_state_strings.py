@@ -20,7 +20,7 @@ SCANNED = (
     "sam_server/services",
     "sam_server/api",
     "sam_server/db",
-    "sam_server/scheduler",
+    "sam_server/controller",
     "sam_worker",
 )
 STATES = {s.value for s in JobState}
