@@ -27,9 +27,9 @@ from sam_server.scheduling import (
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached
 from sam_server.scheduling.placement import choose_placement
 from sam_server.scheduling.shapes import flexible_shapes
-from sam_server.scheduling.sim import ClusterSpec
+from wse_sim.arch import WSE2
 
-ROWS, COLS = ClusterSpec.rows, ClusterSpec.cols  # usable WSE-2 fabric, as `sam sim` replays
+ROWS, COLS = WSE2.rows, WSE2.cols  # usable WSE-2 fabric, as `sam sim` replays
 TENANTS = ("astro", "bio", "climate", "nlp")
 CLASSES = ("low", "normal", "normal", "normal", "high", "urgent")
 
