@@ -40,57 +40,71 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
     tenant because compiled artifacts are reused only within a tenant (another tenant's twin
     compiles afresh, and on a quiet machine the first job could end before it starts).
     """
-    run = {"num_epochs": 1, "steps_per_epoch": 150, "checkpoint_every": 50}
-    mlp = {
-        "model": {"builtin": "mlp", "kwargs": {"hidden": 512}},
-        "data": {"batch_size": 64},
-        "train": {"optimizer": {"name": "adam", "lr": 0.001}},
-        "run_options": run,
-        "resources": {"region": {"rows": 32, "cols": 32}},
-    }
+    mlp = ({"builtin": "mlp", "kwargs": {"hidden": 512}}, {"batch_size": 64})
+    adam, region = {"name": "adam", "lr": 0.001}, {"rows": 32, "cols": 32}
     return [
-        ("demo-physics", {"name": "mlp-high", "priority": "high", **mlp}, {}),
-        ("demo-physics", {"name": "mlp-twin-normal", "priority": "normal", **mlp}, {}),
+        ("demo-physics", _spec("mlp-high", "high", *mlp, {"optimizer": adam}, region), {}),
+        ("demo-physics", _spec("mlp-twin-normal", "normal", *mlp, {"optimizer": adam}, region), {}),
         (
             "demo-physics",
-            {
-                "name": "gpt-normal",
-                "priority": "normal",
-                "model": {"builtin": "gpt"},
-                "data": {"batch_size": 8},
-                "train": {"optimizer": {"name": "adamw", "lr": 0.001}},
-                "run_options": run,
-                "resources": {"region": {"rows": 48, "cols": 48}},
-            },
+            _spec(
+                "gpt-normal",
+                "normal",
+                {"builtin": "gpt"},
+                {"batch_size": 8},
+                {"optimizer": {"name": "adamw", "lr": 0.001}},
+                {"rows": 48, "cols": 48},
+            ),
             {},
         ),
         (
             "demo-biology",
-            {
-                "name": "cnn-normal",
-                "priority": "normal",
-                "model": {"builtin": "cnn"},
-                "data": {"batch_size": 16},
-                "train": {"optimizer": {"name": "sgd", "lr": 0.05}},
-                "run_options": run,
-                "resources": {"region": {"rows": 32, "cols": 48}},
-            },
+            _spec(
+                "cnn-normal",
+                "normal",
+                {"builtin": "cnn"},
+                {"batch_size": 16},
+                {"optimizer": {"name": "sgd", "lr": 0.05}},
+                {"rows": 32, "cols": 48},
+            ),
             {},
         ),
         (
             "demo-biology",
-            {
-                "name": "user-model-low",
-                "priority": "low",
-                "model": {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
-                "data": {"task": "regression", "input_shape": [16], "batch_size": 32},
-                "train": {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
-                "run_options": run,
-                "resources": {"pes": 256},
-            },
+            _spec(
+                "user-model-low",
+                "low",
+                {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
+                {"task": "regression", "input_shape": [16], "batch_size": 32},
+                {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
+                {"pes": 256},
+            ),
             {"model.py": USER_MODEL},
         ),
     ]
+
+
+def _spec(
+    name: str,
+    priority: str,
+    model: dict[str, Any],
+    data: dict[str, Any],
+    train: dict[str, Any],
+    resources: dict[str, Any],
+) -> dict[str, Any]:
+    """A tour job's spec: 150 steps with a checkpoint every 50; `resources` is a region
+    ({"rows", "cols"}) or {"pes": n}."""
+    if "pes" not in resources:
+        resources = {"region": resources}
+    return {
+        "name": name,
+        "priority": priority,
+        "model": model,
+        "data": data,
+        "train": train,
+        "run_options": {"num_epochs": 1, "steps_per_epoch": 150, "checkpoint_every": 50},
+        "resources": resources,
+    }
 
 
 class Tour:
