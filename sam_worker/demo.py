@@ -41,46 +41,21 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
     compiles afresh, and on a quiet machine the first job could end before it starts).
     """
     mlp = ({"builtin": "mlp", "kwargs": {"hidden": 512}}, {"batch_size": 64})
-    adam, region = {"name": "adam", "lr": 0.001}, {"rows": 32, "cols": 32}
+    adam = {"optimizer": {"name": "adam", "lr": 0.001}}
+    adamw = {"optimizer": {"name": "adamw", "lr": 0.001}}
+    sgd = {"optimizer": {"name": "sgd", "lr": 0.05}}
+    user_model = {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}}
+    user_data = {"task": "regression", "input_shape": [16], "batch_size": 32}
+    user_train = {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}}
+    gpt = _spec("gpt-normal", "normal", {"builtin": "gpt"}, {"batch_size": 8}, adamw, (48, 48))
+    cnn = _spec("cnn-normal", "normal", {"builtin": "cnn"}, {"batch_size": 16}, sgd, (32, 48))
+    user = _spec("user-model-low", "low", user_model, user_data, user_train, 256)
     return [
-        ("demo-physics", _spec("mlp-high", "high", *mlp, {"optimizer": adam}, region), {}),
-        ("demo-physics", _spec("mlp-twin-normal", "normal", *mlp, {"optimizer": adam}, region), {}),
-        (
-            "demo-physics",
-            _spec(
-                "gpt-normal",
-                "normal",
-                {"builtin": "gpt"},
-                {"batch_size": 8},
-                {"optimizer": {"name": "adamw", "lr": 0.001}},
-                {"rows": 48, "cols": 48},
-            ),
-            {},
-        ),
-        (
-            "demo-biology",
-            _spec(
-                "cnn-normal",
-                "normal",
-                {"builtin": "cnn"},
-                {"batch_size": 16},
-                {"optimizer": {"name": "sgd", "lr": 0.05}},
-                {"rows": 32, "cols": 48},
-            ),
-            {},
-        ),
-        (
-            "demo-biology",
-            _spec(
-                "user-model-low",
-                "low",
-                {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
-                {"task": "regression", "input_shape": [16], "batch_size": 32},
-                {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
-                {"pes": 256},
-            ),
-            {"model.py": USER_MODEL},
-        ),
+        ("demo-physics", _spec("mlp-high", "high", *mlp, adam, (32, 32)), {}),
+        ("demo-physics", _spec("mlp-twin-normal", "normal", *mlp, adam, (32, 32)), {}),
+        ("demo-physics", gpt, {}),
+        ("demo-biology", cnn, {}),
+        ("demo-biology", user, {"model.py": USER_MODEL}),
     ]
 
 
@@ -90,12 +65,14 @@ def _spec(
     model: dict[str, Any],
     data: dict[str, Any],
     train: dict[str, Any],
-    resources: dict[str, Any],
+    size: tuple[int, int] | int,
 ) -> dict[str, Any]:
-    """A tour job's spec: 150 steps with a checkpoint every 50; `resources` is a region
-    ({"rows", "cols"}) or {"pes": n}."""
-    if "pes" not in resources:
-        resources = {"region": resources}
+    """A tour job's spec: 150 steps with a checkpoint every 50, on a (rows, cols) region or on
+    `size` PEs."""
+    if isinstance(size, int):
+        resources: dict[str, Any] = {"pes": size}
+    else:
+        resources = {"region": {"rows": size[0], "cols": size[1]}}
     return {
         "name": name,
         "priority": priority,
