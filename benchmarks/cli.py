@@ -44,15 +44,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import venv
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 from api_submit import ADMIN, SPEC, count_jobs, start_server  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.client.light_venv import build_light_venv  # noqa: E402
+
 MODEL = "import torch.nn as nn\n\n\nclass Net(nn.Linear):\n    def __init__(self):\n        super().__init__(8, 2)\n"
 JOB = (
     "name: sweep\nmodel: {file: model.py, class: Net}\n"
@@ -99,22 +100,8 @@ def per_second(
 
 def light_client(where: Path) -> tuple[Path, float]:
     """Install client/ alone in a fresh venv: its `sam` and the MB added to site-packages."""
-    source = where / "client-src"
-    shutil.copytree(ROOT / "client", source, ignore=shutil.ignore_patterns("__pycache__", "build"))
-    env_dir = where / "light-venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    before = site_mb(env_dir)
-    subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(source)],
-        check=True,
-        capture_output=True,
-    )
-    return env_dir / "bin" / "sam", round(site_mb(env_dir) - before, 2)
-
-
-def site_mb(env_dir: Path) -> float:
-    [site] = env_dir.glob("lib/python*/site-packages")
-    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 1e6
+    bin_dir, added_mb = build_light_venv(where)
+    return bin_dir / "sam", round(added_mb, 2)
 
 
 def array_rate(base: str, token: str, tasks: int, database: Path) -> float | None:

@@ -14,7 +14,6 @@ import json
 import random
 import time
 
-from sam_server.replay.sim import ClusterSpec
 from sam_server.scheduling import (
     Allocation,
     Job,
@@ -28,8 +27,9 @@ from sam_server.scheduling import (
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached
 from sam_server.scheduling.placement import choose_placement
 from sam_server.scheduling.shapes import flexible_shapes
+from wse_sim.arch import WSE2
 
-ROWS, COLS = ClusterSpec.rows, ClusterSpec.cols  # usable WSE-2 fabric, as `sam sim` replays
+ROWS, COLS = WSE2.rows, WSE2.cols  # usable WSE-2 fabric, as `sam sim` replays
 TENANTS = ("astro", "bio", "climate", "nlp")
 CLASSES = ("low", "normal", "normal", "normal", "high", "urgent")
 

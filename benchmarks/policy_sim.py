@@ -28,6 +28,7 @@ from typing import Any
 from sam_server.replay.cli import _auto_pes_per_proc, replay
 from sam_server.replay.sim import ClusterSpec
 from sam_server.replay.swf import TraceJob, read_swf, scale_interarrival
+from wse_sim.arch import WSE2
 
 KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "max_wait_s", "fairness_jain")
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -159,8 +160,8 @@ def main() -> None:
         help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)",
     )
     parser.add_argument("--wafers", type=int, default=1)
-    parser.add_argument("--wafer-rows", type=int, default=750)
-    parser.add_argument("--wafer-cols", type=int, default=994)
+    parser.add_argument("--wafer-rows", type=int, default=WSE2.rows)
+    parser.add_argument("--wafer-cols", type=int, default=WSE2.cols)
     parser.add_argument("--pes-per-proc", type=int, default=None)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--interarrival", type=float, default=1.0)

@@ -42,8 +42,9 @@ from tests.api.helpers import make_tenant, make_user, spec, submit  # noqa: E402
 from tests.conftest import create_pg_database, drop_pg_database  # noqa: E402
 from tests.e2e.server_process import ServerProcess  # noqa: E402
 from tests.e2e.test_follow_scale import Followers, _p99  # noqa: E402
+from wse_sim.arch import WSE2  # noqa: E402
 
-ROWS, COLS = 750, 994  # a full WSE-2 fabric
+ROWS, COLS = WSE2.rows, WSE2.cols  # a full WSE-2 fabric
 
 
 def seed(url: str, template_id: str, jobs: int, running: int, wafers: int) -> list[str]:

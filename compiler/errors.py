@@ -9,11 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
+_BY_KIND: dict[str, type[CompileError]] = {}
+"""Each subclass by its kind (error_from_dict's table); filled as the subclasses are defined."""
+
 
 class CompileError(Exception):
     """A compile failed; the message tells the user what to change."""
 
     kind = "internal"
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs: Any) -> None:
+        """`class X(CompileError, kind="..."):` names the kind and makes `error_from_dict`
+        rebuild an X from it; a subclass without one keeps its parent's kind."""
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind = kind
+            _BY_KIND[kind] = cls
 
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -25,45 +36,28 @@ class CompileError(Exception):
         return {"kind": self.kind, "message": self.message, "details": self.details}
 
 
-class ModelError(CompileError):
+class ModelError(CompileError, kind="model_error"):
     """The user's model or data code raised, ran too long or used too much memory."""
 
-    kind = "model_error"
 
-
-class UnsupportedOperator(CompileError):
+class UnsupportedOperator(CompileError, kind="unsupported_op"):
     """The training step uses operators the wafer has no kernel for (all are listed)."""
 
-    kind = "unsupported_op"
 
-
-class CompileOOM(CompileError):
+class CompileOOM(CompileError, kind="compile_oom"):
     """A kernel needs more SRAM per PE than the architecture has in this region."""
 
-    kind = "compile_oom"
 
-
-class InvalidSpec(CompileError):
+class InvalidSpec(CompileError, kind="invalid_spec"):
     """The job spec or its files are inconsistent (e.g. a missing file or class)."""
 
-    kind = "invalid_spec"
 
-
-class ArtifactCorrupt(CompileError):
+class ArtifactCorrupt(CompileError, kind="artifact_corrupt"):
     """An artifact's files do not match their recorded hashes (changed after it was written)."""
 
-    kind = "artifact_corrupt"
 
-
-class InternalCompileError(CompileError):
+class InternalCompileError(CompileError, kind="internal"):
     """A compiler bug; please report it with the job spec."""
-
-    kind = "internal"
-
-
-_BY_KIND = {
-    c.kind: c for c in (ModelError, UnsupportedOperator, CompileOOM, InvalidSpec, ArtifactCorrupt)
-}
 
 
 def error_from_dict(data: dict[str, Any]) -> CompileError:

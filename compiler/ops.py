@@ -10,45 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-# Ops kept whole (not decomposed) because a wafer kernel implements each as one program.
-KEPT_WHOLE = frozenset(
-    {
-        "aten.mm.default",
-        "aten.addmm.default",
-        "aten.bmm.default",
-        "aten.convolution.default",
-        "aten.convolution_backward.default",
-        "aten._softmax.default",
-        "aten._softmax_backward_data.default",
-        "aten._log_softmax.default",
-        "aten._log_softmax_backward_data.default",
-        "aten.native_layer_norm.default",
-        "aten.native_layer_norm_backward.default",
-        "aten.embedding.default",
-        "aten.embedding_dense_backward.default",
-        "aten.max_pool2d_with_indices.default",
-        "aten.max_pool2d_with_indices_backward.default",
-        "aten.avg_pool2d.default",
-        "aten.avg_pool2d_backward.default",
-        "aten.nll_loss_forward.default",
-        "aten.nll_loss_backward.default",
-        "aten.mse_loss.default",
-        "aten.mse_loss_backward.default",
-        "aten.native_dropout.default",
-        "aten.native_dropout_backward.default",
-        "aten.gelu.default",
-        "aten.gelu_backward.default",
-        "aten.threshold_backward.default",
-        "aten.tanh_backward.default",
-        "aten.sigmoid_backward.default",
-        "aten.silu.default",
-        "aten.silu_backward.default",
-        "aten.leaky_relu.default",
-        "aten.leaky_relu_backward.default",
-        "aten.hardtanh.default",
-        "aten.hardtanh_backward.default",
-    }
-)
+from wse_sim.ops import ANCHOR_OPS, REDUCTION_OPS
+
+# Ops kept whole (not decomposed) because a wafer kernel implements each as one program: the
+# kernel families of `wse_sim.ops`, dropout and the activations with their backward forms.
+KEPT_WHOLE = frozenset().union(*ANCHOR_OPS.values()) | {
+    "aten.native_dropout.default",
+    "aten.native_dropout_backward.default",
+    "aten.gelu.default",
+    "aten.gelu_backward.default",
+    "aten.threshold_backward.default",
+    "aten.tanh_backward.default",
+    "aten.sigmoid_backward.default",
+    "aten.silu.default",
+    "aten.silu_backward.default",
+    "aten.leaky_relu.default",
+    "aten.leaky_relu_backward.default",
+    "aten.hardtanh.default",
+    "aten.hardtanh_backward.default",
+}
 
 ELEMENTWISE_OPS = frozenset(
     {
@@ -121,23 +101,6 @@ ELEMENTWISE_OPS = frozenset(
     }
 )
 
-REDUCTION_OPS = frozenset(
-    {
-        "aten.sum.dim_IntList",
-        "aten.sum.default",
-        "aten.mean.dim",
-        "aten.mean.default",
-        "aten.amax.default",
-        "aten.amin.default",
-        "aten.var.correction",
-        "aten.any.dim",
-        "aten.max.dim",
-        "aten.min.dim",
-        "aten.argmax.default",
-        "aten.argmin.default",
-    }
-)
-
 VIEW_OPS = frozenset(
     {
         "aten.view.default",
@@ -182,19 +145,14 @@ CREATION_OPS = frozenset(
     }
 )
 
-# The vision zoo's kernels (batch norm in training mode, hard activations, adaptive pooling).
+# The vision zoo's kernels beyond the families (hard activations; batch norm and adaptive pooling
+# are families of `wse_sim.ops`).
 VISION_KEPT_WHOLE = frozenset(
     {
-        "aten._native_batch_norm_legit_functional.default",
-        "aten.native_batch_norm_backward.default",
         "aten.hardswish.default",
         "aten.hardswish_backward.default",
         "aten.hardsigmoid.default",
         "aten.hardsigmoid_backward.default",
-        "aten._adaptive_avg_pool2d.default",
-        "aten._adaptive_avg_pool2d_backward.default",
-        "aten.adaptive_max_pool2d.default",
-        "aten.adaptive_max_pool2d_backward.default",
         # writes through views (timm's channels-last LayerNorm2d): functionalization's strided forms
         "aten.as_strided.default",
         "aten.as_strided_scatter.default",
@@ -207,39 +165,7 @@ SUPPORTED_OPS: frozenset[str] = (
 )
 
 # Op class used by fusion and the cost model: the kernel family a node belongs to.
-_CLASSES = {
-    "matmul": {"aten.mm.default", "aten.addmm.default", "aten.bmm.default"},
-    "conv": {"aten.convolution.default", "aten.convolution_backward.default"},
-    "softmax": {
-        "aten._softmax.default",
-        "aten._softmax_backward_data.default",
-        "aten._log_softmax.default",
-        "aten._log_softmax_backward_data.default",
-    },
-    "layer_norm": {"aten.native_layer_norm.default", "aten.native_layer_norm_backward.default"},
-    "embedding": {"aten.embedding.default", "aten.embedding_dense_backward.default"},
-    "pool": {
-        "aten.max_pool2d_with_indices.default",
-        "aten.max_pool2d_with_indices_backward.default",
-        "aten.avg_pool2d.default",
-        "aten.avg_pool2d_backward.default",
-        "aten._adaptive_avg_pool2d.default",
-        "aten._adaptive_avg_pool2d_backward.default",
-        "aten.adaptive_max_pool2d.default",
-        "aten.adaptive_max_pool2d_backward.default",
-    },
-    "batch_norm": {
-        "aten._native_batch_norm_legit_functional.default",
-        "aten.native_batch_norm_backward.default",
-    },
-    "loss": {
-        "aten.nll_loss_forward.default",
-        "aten.nll_loss_backward.default",
-        "aten.mse_loss.default",
-        "aten.mse_loss_backward.default",
-    },
-}
-ANCHOR_CLASSES = frozenset(_CLASSES)
+ANCHOR_CLASSES = frozenset(ANCHOR_OPS)
 
 SUGGESTIONS: dict[str, str] = {
     "aten.nonzero.default": "data-dependent output shape; use a mask: torch.where(cond, x, 0) or x * cond",
@@ -267,7 +193,7 @@ SUGGESTIONS: dict[str, str] = {
 def op_class(target: str) -> str:
     """Kernel family of an op: matmul, conv, softmax, layer_norm, embedding, pool, loss,
     elementwise, reduction, view, creation or other."""
-    for name, members in _CLASSES.items():
+    for name, members in ANCHOR_OPS.items():
         if target in members:
             return name
     if target in ELEMENTWISE_OPS or target in KEPT_WHOLE:

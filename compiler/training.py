@@ -12,6 +12,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
+
+Rate = float | Tensor
+"""A learning rate: a float, or a float64 scalar tensor under a schedule."""
+Updated = tuple[Tensor, list[Tensor]]
+"""An optimizer update's result: (new parameter, new state tensors)."""
 
 
 def compute_loss(kind: str, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -92,12 +98,12 @@ class OptimizerConfig:
 
 def functional_update(
     cfg: OptimizerConfig,
-    param: torch.Tensor,
-    grad: torch.Tensor,
-    state: list[torch.Tensor],
-    step: torch.Tensor,
-    lr: float | torch.Tensor | None = None,
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    param: Tensor,
+    grad: Tensor,
+    state: list[Tensor],
+    step: Tensor,
+    lr: Rate | None = None,
+) -> Updated:
     """One optimizer update of `param` (any shape) -> (new param, new state); step = updates done.
 
     lr: this update's learning rate (a float64 scalar tensor under a schedule); default cfg.lr.
@@ -114,13 +120,8 @@ def _as(value: float | torch.Tensor, like: torch.Tensor) -> float | torch.Tensor
 
 
 def _sgd(
-    cfg: OptimizerConfig,
-    param: torch.Tensor,
-    grad: torch.Tensor,
-    state: list[torch.Tensor],
-    step: torch.Tensor,
-    lr: float | torch.Tensor,
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    cfg: OptimizerConfig, param: Tensor, grad: Tensor, state: list[Tensor], step: Tensor, lr: Rate
+) -> Updated:
     d_p = grad if cfg.weight_decay == 0 else grad + cfg.weight_decay * param
     if cfg.momentum == 0:
         return param - _as(lr, param) * d_p, []
@@ -133,13 +134,8 @@ def _sgd(
 
 
 def _adam(
-    cfg: OptimizerConfig,
-    param: torch.Tensor,
-    grad: torch.Tensor,
-    state: list[torch.Tensor],
-    step: torch.Tensor,
-    lr: float | torch.Tensor,
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    cfg: OptimizerConfig, param: Tensor, grad: Tensor, state: list[Tensor], step: Tensor, lr: Rate
+) -> Updated:
     beta1, beta2 = cfg.betas
     if cfg.weight_decay != 0:
         if cfg.name == "adamw":

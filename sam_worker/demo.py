@@ -40,57 +40,48 @@ def demo_jobs() -> list[tuple[str, dict[str, Any], dict[str, str]]]:
     tenant because compiled artifacts are reused only within a tenant (another tenant's twin
     compiles afresh, and on a quiet machine the first job could end before it starts).
     """
-    run = {"num_epochs": 1, "steps_per_epoch": 150, "checkpoint_every": 50}
-    mlp = {
-        "model": {"builtin": "mlp", "kwargs": {"hidden": 512}},
-        "data": {"batch_size": 64},
-        "train": {"optimizer": {"name": "adam", "lr": 0.001}},
-        "run_options": run,
-        "resources": {"region": {"rows": 32, "cols": 32}},
-    }
+    mlp = ({"builtin": "mlp", "kwargs": {"hidden": 512}}, {"batch_size": 64})
+    adam = {"optimizer": {"name": "adam", "lr": 0.001}}
+    adamw = {"optimizer": {"name": "adamw", "lr": 0.001}}
+    sgd = {"optimizer": {"name": "sgd", "lr": 0.05}}
+    user_model = {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}}
+    user_data = {"task": "regression", "input_shape": [16], "batch_size": 32}
+    user_train = {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}}
+    gpt = _spec("gpt-normal", "normal", {"builtin": "gpt"}, {"batch_size": 8}, adamw, (48, 48))
+    cnn = _spec("cnn-normal", "normal", {"builtin": "cnn"}, {"batch_size": 16}, sgd, (32, 48))
+    user = _spec("user-model-low", "low", user_model, user_data, user_train, 256)
     return [
-        ("demo-physics", {"name": "mlp-high", "priority": "high", **mlp}, {}),
-        ("demo-physics", {"name": "mlp-twin-normal", "priority": "normal", **mlp}, {}),
-        (
-            "demo-physics",
-            {
-                "name": "gpt-normal",
-                "priority": "normal",
-                "model": {"builtin": "gpt"},
-                "data": {"batch_size": 8},
-                "train": {"optimizer": {"name": "adamw", "lr": 0.001}},
-                "run_options": run,
-                "resources": {"region": {"rows": 48, "cols": 48}},
-            },
-            {},
-        ),
-        (
-            "demo-biology",
-            {
-                "name": "cnn-normal",
-                "priority": "normal",
-                "model": {"builtin": "cnn"},
-                "data": {"batch_size": 16},
-                "train": {"optimizer": {"name": "sgd", "lr": 0.05}},
-                "run_options": run,
-                "resources": {"region": {"rows": 32, "cols": 48}},
-            },
-            {},
-        ),
-        (
-            "demo-biology",
-            {
-                "name": "user-model-low",
-                "priority": "low",
-                "model": {"file": "model.py", "class": "TinyRegressor", "kwargs": {"width": 32}},
-                "data": {"task": "regression", "input_shape": [16], "batch_size": 32},
-                "train": {"loss": "mse", "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9}},
-                "run_options": run,
-                "resources": {"pes": 256},
-            },
-            {"model.py": USER_MODEL},
-        ),
+        ("demo-physics", _spec("mlp-high", "high", *mlp, adam, (32, 32)), {}),
+        ("demo-physics", _spec("mlp-twin-normal", "normal", *mlp, adam, (32, 32)), {}),
+        ("demo-physics", gpt, {}),
+        ("demo-biology", cnn, {}),
+        ("demo-biology", user, {"model.py": USER_MODEL}),
     ]
+
+
+def _spec(
+    name: str,
+    priority: str,
+    model: dict[str, Any],
+    data: dict[str, Any],
+    train: dict[str, Any],
+    size: tuple[int, int] | int,
+) -> dict[str, Any]:
+    """A tour job's spec: 150 steps with a checkpoint every 50, on a (rows, cols) region or on
+    `size` PEs."""
+    if isinstance(size, int):
+        resources: dict[str, Any] = {"pes": size}
+    else:
+        resources = {"region": {"rows": size[0], "cols": size[1]}}
+    return {
+        "name": name,
+        "priority": priority,
+        "model": model,
+        "data": data,
+        "train": train,
+        "run_options": {"num_epochs": 1, "steps_per_epoch": 150, "checkpoint_every": 50},
+        "resources": resources,
+    }
 
 
 class Tour:

@@ -126,18 +126,14 @@ WSE2 = Arch(
     sources={**_COMMON_SOURCES, "fabric": "doc [S9] --fabric-dims=757,996"},
 )
 
-WSE3 = Arch(
+WSE3 = replace(  # what differs from WSE-2
+    WSE2,
     name="WSE-3",
     rows=755,
     cols=1170,
     fabric_rows=762,
     fabric_cols=1172,
-    sram_bytes=48 * 1024,
-    sram_reserved_bytes=6 * 1024,
-    clock_hz=850e6,
-    fp32_flops_per_cycle=2.0,
     fp16_flops_per_cycle=16.0,
-    routable_colors=24,
     io_channels_per_edge=62,
     sources={
         **_COMMON_SOURCES,

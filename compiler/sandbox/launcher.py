@@ -49,8 +49,12 @@ from compiler.sandbox import seccomp, spawner
 from compiler.sandbox.enter import enter as enter_child
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
+from wse_sim import ops as sim_ops
 
 COMPILER_DIR = Path(__file__).resolve().parent.parent
+# The op classes the compiler imports (a module of plain data, no imports): bound alone at
+# /sam/wse_sim/ops.py, so the child imports it as a namespace package without the simulator.
+OP_CLASSES_FILE = Path(sim_ops.__file__ or "").resolve()
 log = logging.getLogger("sam.sandbox")
 _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
@@ -450,6 +454,7 @@ def _runtime_binds() -> tuple[Mount, ...]:
         binds.append(Mount(Path("/etc/ld.so.cache"), "/etc/ld.so.cache"))
     binds += [Mount(root, str(root)) for root in python_roots()]
     binds.append(Mount(COMPILER_DIR, "/sam/compiler"))
+    binds.append(Mount(OP_CLASSES_FILE, "/sam/wse_sim/ops.py"))
     return tuple(binds)
 
 

@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from sam_server.config import arch_grid
 from sam_server.replay.metrics import SimResult
 from sam_server.replay.oned import simulate_oned
 from sam_server.replay.sim import ClusterSpec, simulate
@@ -38,10 +39,10 @@ def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--wafers", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option(
-    "--wafer-rows", default=ClusterSpec.rows, show_default=True, type=click.IntRange(min=1)
+    "--wafer-rows", type=click.IntRange(min=1), help="[default: a whole WSE-2 fabric's rows]"
 )
 @click.option(
-    "--wafer-cols", default=ClusterSpec.cols, show_default=True, type=click.IntRange(min=1)
+    "--wafer-cols", type=click.IntRange(min=1), help="[default: a whole WSE-2 fabric's columns]"
 )
 @click.option(
     "--pes-per-proc",
@@ -72,8 +73,8 @@ def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
 def sim(
     trace: str,
     wafers: int,
-    wafer_rows: int,
-    wafer_cols: int,
+    wafer_rows: int | None,
+    wafer_cols: int | None,
     pes_per_proc: int | None,
     limit: int | None,
     policy: str,
@@ -88,6 +89,8 @@ def sim(
         click.echo(f"error: cannot read {trace}: {exc}", err=True)
         sys.exit(1)
     jobs = scale_interarrival(jobs, interarrival)
+    full_rows, full_cols = arch_grid("wse2")  # as the cluster file sizes a wafer without a size
+    wafer_rows, wafer_cols = wafer_rows or full_rows, wafer_cols or full_cols
     spec = ClusterSpec(wafers, wafer_rows, wafer_cols, 1)
     if pes_per_proc is None:
         pes_per_proc = _auto_pes_per_proc(max((j.procs for j in jobs), default=1), spec)

@@ -34,11 +34,15 @@ from sam_server.scheduling.shapes import flexible_shapes, shrunk_shapes
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """The simulated cluster: `wafers` wafers of rows x cols PEs; a trace processor = K PEs."""
+    """The simulated cluster: `wafers` wafers of rows x cols PEs; a trace processor = K PEs.
 
-    wafers: int = 1
-    rows: int = 750
-    cols: int = 994
+    No default size: the caller passes the fabric (`sam sim` takes a whole WSE-2's from
+    `sam_server.config.arch_grid`, as the cluster file does, i.e. from the simulator's arch
+    table), so the policy package neither imports the simulator nor retypes its numbers."""
+
+    wafers: int
+    rows: int
+    cols: int
     pes_per_proc: int = 1
     mold_shrink: float = 0.0
     """Moldable trace jobs (an experiment, off by default): a job may start on up to this

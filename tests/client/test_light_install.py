@@ -6,17 +6,14 @@ folders and PyPI), as a login node would."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
 
-import client
+from tests.client.light_venv import build_light_venv
 from tests.client.test_cli_acct import JOB, MODEL, people  # noqa: F401 (fixture)
 
-CLIENT_SRC = Path(client.__file__).parent
 HEAVY = {"torch", "celery", "sqlalchemy", "fastapi", "uvicorn", "pydantic", "numpy", "alembic"}
 MAX_MB = 40.0
 
@@ -24,31 +21,6 @@ MAX_MB = 40.0
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'sam.db'}"
-
-
-def site_packages_mb(env_dir: Path) -> float:
-    """Installed size under site-packages, in MB."""
-    [site] = env_dir.glob("lib/python*/site-packages")
-    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 1e6
-
-
-def build_light_venv(where: Path) -> tuple[Path, float]:
-    """A fresh venv with only `pip install <copy of client/>`; its bin dir and the MB it added.
-
-    The source is copied first so that the build leaves no build/ or egg-info in the checkout."""
-    source = where / "client-src"
-    shutil.copytree(CLIENT_SRC, source, ignore=shutil.ignore_patterns("__pycache__", "build"))
-    env_dir = where / "light-venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    before = site_packages_mb(env_dir)
-    subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(source)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return env_dir / "bin", site_packages_mb(env_dir) - before
 
 
 @pytest.mark.slow

@@ -78,6 +78,39 @@ def user_model_spec(class_name: str = "Net", **overrides: Any) -> dict[str, Any]
     return spec
 
 
+def file_spec(batch_size: int = 4, **data: Any) -> dict[str, Any]:
+    """An mlp spec whose batches come from the user file data.py's make_batch (data: more of
+    the data section, e.g. task and shapes)."""
+    spec = make_spec("mlp")
+    spec["data"] = {
+        "source": "file",
+        "file": "data.py",
+        "function": "make_batch",
+        "task": None,
+        "input_shape": None,
+        "num_classes": None,
+        "batch_size": batch_size,
+        **data,
+    }
+    return spec
+
+
+def linear_net(forward: str, in_features: int = 784) -> str:
+    """model.py source of `Net`: one nn.Linear(in_features, 10) as `self.fc`, and `forward`
+    (the body of forward(self, x), indented 8 spaces) starting at line 11."""
+    return f"""import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear({in_features}, 10)
+
+    def forward(self, x):
+{forward}"""
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _warm_sandbox() -> None:
     """Pre-start a sandbox (torch imported) while the first tests run."""

@@ -10,7 +10,7 @@ import pytest
 
 from compiler.data import iter_batches, synthetic_batch
 from compiler.errors import ModelError
-from tests.compiler.conftest import make_spec
+from tests.compiler.conftest import file_spec, make_spec
 
 MAKE_BATCH = """import numpy as np
 
@@ -22,22 +22,6 @@ def make_batch(step, batch_size):
     x = rng.standard_normal((batch_size, 4))
     return x, np.full(batch_size, step)
 """
-
-
-def _file_spec() -> dict:
-    spec = make_spec(
-        "mlp",
-        data={
-            "source": "file",
-            "file": "data.py",
-            "function": "make_batch",
-            "task": None,
-            "input_shape": None,
-            "num_classes": None,
-            "batch_size": 5,
-        },
-    )
-    return spec
 
 
 @pytest.mark.parametrize("builtin", ["mlp", "cnn", "gpt"])
@@ -68,7 +52,9 @@ def test_iter_batches_resumes_at_a_step() -> None:
 
 
 def test_file_source_streams_make_batch_and_reports_its_failure(tmp_path: Path) -> None:
-    batches = iter_batches(_file_spec(), {"data.py": MAKE_BATCH}, start_step=1, workdir=tmp_path)
+    batches = iter_batches(
+        file_spec(batch_size=5), {"data.py": MAKE_BATCH}, start_step=1, workdir=tmp_path
+    )
     got = list(islice(batches, 2))
     assert [int(y[0]) for _, y in got] == [1, 2]
     assert got[0][0].dtype == np.float32 and got[0][0].shape == (5, 4)

@@ -7,24 +7,16 @@ from __future__ import annotations
 import torch
 
 from compiler.frontend import trace_training_step
-from tests.compiler.conftest import user_model_spec
+from tests.compiler.conftest import linear_net, user_model_spec
 
-GUARDED_MODEL = """import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(784, 10)
-
-    def forward(self, x):
-        mask = (x > -100).float()
+GUARDED_MODEL = linear_net(
+    """        mask = (x > -100).float()
         # transformers' pattern: a Python shortcut on tensor data, skipped when compiling
         if not torch.compiler.is_compiling() and bool((mask == 1).all()):
             return self.fc(x)
         return self.fc(x * mask)
 """
+)
 
 
 def test_is_compiling_guard_lets_a_data_dependent_shortcut_trace() -> None:

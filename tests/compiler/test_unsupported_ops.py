@@ -6,39 +6,23 @@ import pytest
 
 from compiler.errors import UnsupportedOperator
 from compiler.frontend import trace_training_step
-from tests.compiler.conftest import user_model_spec
+from tests.compiler.conftest import linear_net, user_model_spec
 
-SORTING_MODEL = """import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(784, 10)
-
-    def forward(self, x):
-        h = self.fc(x)
+SORTING_MODEL = linear_net(
+    """        h = self.fc(x)
         ordered, _ = torch.sort(h, dim=1)
         top, _ = torch.topk(h, 3, dim=1)
         return ordered + top.sum(1, keepdim=True)
 """
+)
 
-NONZERO_MODEL = """import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(784, 10)
-
-    def forward(self, x):
-        h = self.fc(x)
+NONZERO_MODEL = linear_net(
+    """        h = self.fc(x)
         keep = torch.nonzero(h > 0)
         ordered, _ = torch.sort(h, dim=1)
         return ordered * keep.shape[0]
 """
+)
 
 
 def _error_for(source: str) -> UnsupportedOperator:
@@ -67,21 +51,13 @@ def test_data_dependent_op_is_reported_even_though_tracing_stops() -> None:
     assert "torch.where" in nonzero["suggestion"]
 
 
-BRANCHING_MODEL = """import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(784, 10)
-
-    def forward(self, x):
-        h = self.fc(x)
+BRANCHING_MODEL = linear_net(
+    """        h = self.fc(x)
         if h.sum() > 0:
             h = h * 2
         return h
 """
+)
 
 
 def test_data_dependent_control_flow_names_the_branch_line() -> None:
@@ -91,18 +67,7 @@ def test_data_dependent_control_flow_names_the_branch_line() -> None:
     assert "torch.where" in error.message
 
 
-SHAPE_BUG_MODEL = """import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(100, 10)
-
-    def forward(self, x):
-        return self.fc(x)
-"""
+SHAPE_BUG_MODEL = linear_net("        return self.fc(x)\n", in_features=100)
 
 
 def test_shape_bug_is_a_model_error_pointing_at_the_users_line() -> None:

@@ -16,11 +16,33 @@ import torch
 from compiler.data import synthetic_batch
 from compiler.training import OptimizerConfig, compute_loss
 from sam_server.schemas.job_spec import JobSpec
+from wse_sim.runtime.kernels import KERNELS, NodeContext
 
 REGION = (8, 8)
 torch.set_num_threads(1)  # the test machine is shared; threads only add contention here
 _CACHE_DIR = Path(tempfile.mkdtemp(prefix="sam-runtime-tests-"))
 _ARTIFACTS: dict[str, Any] = {}
+
+
+def node_context(target: str, **fields: Any) -> NodeContext:
+    """A kernel's NodeContext for `target`: node n0 (index 0, seed 0) of float32 data on a 4x4
+    rect, with `fields` overriding any of those (rect, seed, node_index, step_of, shape...)."""
+    base: dict[str, Any] = {
+        "name": "n0",
+        "dtype": "float32",
+        "shape": None,
+        "shapes": None,
+        "rect": (0, 0, 4, 4),
+        "fp16": False,
+        "seed": 0,
+        "node_index": 0,
+    }
+    return NodeContext(target=target, **{**base, **fields})
+
+
+def kernel(target: str, **fields: Any) -> Any:
+    """The runtime's kernel for `target`, built for `node_context(target, **fields)`."""
+    return KERNELS[target](node_context(target, **fields))
 
 
 def make_spec(
@@ -123,9 +145,10 @@ def _compile(spec: dict[str, Any], files: dict[str, str] | None) -> Any:
 
 
 def torch_reference(
-    spec: dict[str, Any], steps: int, net: type | None = None
+    spec: dict[str, Any], steps: int, net: type | None = None, buffers: bool = False
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Plain PyTorch eager on the CPU: per-step losses and the final parameters by name."""
+    """Plain PyTorch eager on the CPU: per-step losses and the final parameters by name (with
+    `buffers`, the whole state dict: batch norm's running statistics too)."""
     from compiler.builtins import BUILTIN_MODELS, builtin_kwargs
 
     torch.manual_seed(spec["train"]["seed"])
@@ -147,7 +170,8 @@ def torch_reference(
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return np.array(losses), {k: v.detach().numpy().copy() for k, v in model.named_parameters()}
+    final = model.state_dict().items() if buffers else model.named_parameters()
+    return np.array(losses), {k: v.detach().numpy().copy() for k, v in final}
 
 
 def run_steps(job: Any, spec: dict[str, Any], steps: int, start: int = 0) -> np.ndarray:

@@ -5,12 +5,9 @@ running statistics follow torch's update and survive a checkpoint round trip."""
 from __future__ import annotations
 
 import numpy as np
-import torch
-from conftest import artifact_for, make_spec, rel_error, run_steps
+from conftest import artifact_for, make_spec, rel_error, run_steps, torch_reference
 
 import wse_sim.runtime as rt
-from compiler.data import synthetic_batch
-from compiler.training import OptimizerConfig, compute_loss
 
 BN_MODEL = """
 import torch
@@ -44,20 +41,10 @@ def _spec() -> dict:
 
 
 def _eager(spec: dict, steps: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """PyTorch eager on BN_MODEL: losses and the final state dict (running statistics too)."""
     namespace: dict = {}
     exec(BN_MODEL, namespace)
-    torch.manual_seed(spec["train"]["seed"])
-    model = namespace["Net"](**spec["model"]["kwargs"]).train()
-    opt = OptimizerConfig.from_spec(spec["train"]["optimizer"]).torch_optimizer(model.parameters())
-    losses = []
-    for k in range(steps):
-        x, y = (torch.from_numpy(v) for v in synthetic_batch(spec, k))
-        opt.zero_grad()
-        loss = compute_loss("cross_entropy", model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return np.array(losses), {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    return torch_reference(spec, steps, namespace["Net"], buffers=True)
 
 
 def test_batchnorm_cnn_losses_and_running_stats_match_pytorch(wafer) -> None:

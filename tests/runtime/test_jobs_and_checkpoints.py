@@ -25,11 +25,13 @@ def _batches(spec: dict, start: int = 0):
         step += 1
 
 
-def _train(job, spec, start, total, **kw):
-    records = []
+def _train(job, spec, start, total, *, batches=None, records=None, **kw):
+    """Train `job` from step `start` to `total` on `batches` (default: the spec's synthetic ones),
+    appending each step's record to `records`; kw: every, ckpt, stop."""
+    records = [] if records is None else records
     outcome = rt.train(
         job,
-        _batches(spec, start),
+        _batches(spec, start) if batches is None else batches,
         start_step=start,
         total_steps=total,
         checkpoint_every=kw.get("every"),
@@ -123,18 +125,7 @@ def test_nan_loss_stops_with_numerical_and_the_step() -> None:
         for k, (x, y) in enumerate(_batches(spec)):
             yield (np.full_like(x, np.nan) if k == 3 else x), y
 
-    records = []
-    outcome = rt.train(
-        job,
-        poisoned(),
-        start_step=0,
-        total_steps=10,
-        checkpoint_every=None,
-        checkpoint_dir=None,
-        stop_on_nan=True,
-        on_step=records.append,
-        should_stop=lambda: False,
-    )
+    outcome, records = _train(job, spec, 0, 10, batches=poisoned())
     assert outcome.status == "numerical" and outcome.last_step == 3
     assert "step 3" in outcome.message and len(records) == 4 and np.isnan(records[-1].loss)
 
@@ -143,17 +134,7 @@ def test_should_stop_ends_the_run_between_steps() -> None:
     spec = small_spec("mlp", optimizer=ADAM)
     job = rt.load(artifact_for(spec), Wafer("wse2", rows=8, cols=8), (0, 0, 8, 8), "stop")
     records: list = []
-    outcome = rt.train(
-        job,
-        _batches(spec),
-        start_step=0,
-        total_steps=10,
-        checkpoint_every=None,
-        checkpoint_dir=None,
-        stop_on_nan=True,
-        on_step=records.append,
-        should_stop=lambda: len(records) >= 2,
-    )
+    outcome, _ = _train(job, spec, 0, 10, records=records, stop=lambda: len(records) >= 2)
     assert outcome.status == "stopped" and outcome.last_step == 1 and len(records) == 2
 
 

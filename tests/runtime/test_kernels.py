@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.ops import SUPPORTED_OPS
-from wse_sim.runtime.kernels import KERNELS, NodeContext, UnsupportedKernelError, kernel_factory
+from wse_sim.runtime.kernels import KERNELS, UnsupportedKernelError, kernel_factory
 from wse_sim.runtime.kernels.matmul import panel_matmul
 from wse_sim.runtime.kernels.nn import counter_uniform
 
@@ -25,20 +26,6 @@ def test_an_unknown_op_is_a_clear_error() -> None:
         kernel_factory("aten.nonzero.default")
 
 
-def _ctx(target: str, rect: tuple[int, int, int, int] = (0, 0, 4, 4)) -> NodeContext:
-    return NodeContext(
-        name="n0",
-        target=target,
-        dtype="float32",
-        shape=None,
-        shapes=None,
-        rect=rect,
-        fp16=False,
-        seed=0,
-        node_index=0,
-    )
-
-
 def _np(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().numpy().copy()
@@ -49,7 +36,7 @@ def _np(value: Any) -> Any:
 
 def _check(target: str, *args: Any, atol: float = 1e-5, **kwargs: Any) -> None:
     """Run `target`'s kernel and torch's ATen op on the same inputs and compare every output."""
-    ours = KERNELS[target](_ctx(target))(*_np(args), **kwargs)
+    ours = kernel(target)(*_np(args), **kwargs)
     packet, overload = target.removeprefix("aten.").rsplit(".", 1)
     theirs = getattr(getattr(torch.ops.aten, packet), overload)(*args, **kwargs)
     ours_t = ours if isinstance(ours, (tuple, list)) else (ours,)
@@ -193,21 +180,10 @@ def test_counter_rng_is_deterministic_and_uniform() -> None:
 
 
 def test_dropout_keeps_the_expected_fraction_and_scales() -> None:
-    ctx = NodeContext(
-        name="n0",
-        target="aten.native_dropout.default",
-        dtype="float32",
-        shape=None,
-        shapes=None,
-        rect=(0, 0, 1, 1),
-        fp16=False,
-        seed=0,
-        node_index=5,
-        step_of=lambda: 2,
+    dropout = kernel(
+        "aten.native_dropout.default", rect=(0, 0, 1, 1), node_index=5, step_of=lambda: 2
     )
-    out, mask = KERNELS["aten.native_dropout.default"](ctx)(
-        np.ones((100, 100), np.float32), 0.25, True
-    )
+    out, mask = dropout(np.ones((100, 100), np.float32), 0.25, True)
     assert abs(mask.mean() - 0.75) < 0.02
     np.testing.assert_allclose(out[mask], 1 / 0.75, rtol=1e-6)
     assert (out[~mask] == 0).all()
@@ -215,19 +191,11 @@ def test_dropout_keeps_the_expected_fraction_and_scales() -> None:
 
 def test_bernoulli_draws_ones_with_probability_p_per_step() -> None:
     def draw(step: int) -> np.ndarray:
-        ctx = NodeContext(
-            name="n0",
-            target="aten.bernoulli.p",
-            dtype="float32",
-            shape=None,
-            shapes=None,
-            rect=(0, 0, 1, 1),
-            fp16=False,
-            seed=3,
-            node_index=1,
-            step_of=lambda: step,
+        bernoulli = kernel(
+            "aten.bernoulli.p", rect=(0, 0, 1, 1), seed=3, node_index=1, step_of=lambda: step
         )
-        return KERNELS["aten.bernoulli.p"](ctx)(np.zeros((200, 100), np.float32), 0.8)
+        out: np.ndarray = bernoulli(np.zeros((200, 100), np.float32), 0.8)
+        return out
 
     ones = draw(0)
     assert set(np.unique(ones)) <= {0.0, 1.0} and abs(ones.mean() - 0.8) < 0.02

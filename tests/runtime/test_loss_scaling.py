@@ -131,7 +131,7 @@ def test_skipped_steps_are_logged(tmp_path) -> None:
     from wse_sim.runtime.training import StepRecord
 
     reporter = StepReporter("sqlite://", "job", "owner", 1, tmp_path, every_s=3600)
-    reporter.on_step(StepRecord(3, 1.5, 100, 10.0, skipped=True, loss_scale=32768.0))
+    reporter.on_step(StepRecord(1.5, 100, 10.0, skipped=True, loss_scale=32768.0, step=3))
     assert any(
         level == "WARNING" and "step 3" in text and "skipped" in text and "32768" in text
         for level, text in reporter.lines

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import node_context
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -26,15 +27,11 @@ from wse_sim.runtime.kernels.text import cumsum
 def _ctx(node: torch.fx.Node, index: int) -> NodeContext:
     val = node.meta.get("val")
     single = isinstance(val, torch.Tensor)
-    return NodeContext(
+    return node_context(
+        str(node.target),
         name=node.name,
-        target=str(node.target),
         dtype=str(val.dtype).removeprefix("torch.") if single else "float32",
         shape=tuple(val.shape) if single else None,
-        shapes=None,
-        rect=(0, 0, 4, 4),
-        fp16=False,
-        seed=0,
         node_index=index,
     )
 

@@ -8,23 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from wse_sim.runtime.kernels import KERNELS, NodeContext
+from conftest import kernel
 
 
 def _kernel(target: str):
-    ctx = NodeContext(
-        name="n0",
-        target=target,
-        dtype="float32",
-        shape=None,
-        shapes=None,
-        rect=(0, 0, 1, 1),
-        fp16=False,
-        seed=0,
-        node_index=0,
-    )
-    return KERNELS[target](ctx)
+    return kernel(target, rect=(0, 0, 1, 1))
 
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:

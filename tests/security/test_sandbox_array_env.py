@@ -5,7 +5,8 @@ bubblewrap sandbox, as on a wafer worker)."""
 from __future__ import annotations
 
 from compiler.sandbox import stream_batches
-from tests.security.test_sandbox_unit import FAST, file_spec
+from tests.compiler.conftest import file_spec
+from tests.security.test_sandbox_unit import FAST
 
 READS_ITS_INDEX = """
 import os

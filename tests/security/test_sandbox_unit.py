@@ -17,28 +17,13 @@ import pytest
 from compiler.errors import ModelError
 from compiler.sandbox import SandboxLimits, SandboxUnavailable, probe, run_task, stream_batches
 from compiler.sandbox.seccomp import DENIED, build_filter, syscall_numbers
-from tests.compiler.conftest import make_spec
+from tests.compiler.conftest import file_spec, make_spec
 from tests.security.hostile import assert_contained, attack_source, parse_report
 
 ROOT = os.geteuid() == 0
 FAST = SandboxLimits(cpu_seconds=30, memory_bytes=2 * 1024**3, wall_seconds=60.0)
 # A trace imports torch in the sandbox: 40 s of wall time on two cores shared by eight sessions.
 TRACE = SandboxLimits(cpu_seconds=120, memory_bytes=2 * 1024**3, wall_seconds=180.0)
-
-
-def file_spec(batch_size: int = 4, **data: object) -> dict:  # type: ignore[type-arg]
-    spec = make_spec("mlp")
-    spec["data"] = {
-        "source": "file",
-        "file": "data.py",
-        "function": "make_batch",
-        "task": None,
-        "input_shape": None,
-        "num_classes": None,
-        "batch_size": batch_size,
-        **data,
-    }
-    return spec
 
 
 def marker_processes(marker: str) -> list[int]:

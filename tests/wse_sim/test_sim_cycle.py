@@ -22,6 +22,17 @@ def block_region(rows, cols, arch):
     return ws.Wafer(arch).allocate("job", 0, 0, rows, cols)
 
 
+def both_engines(rows, cols, arch, flows):
+    """A cycle fabric and a block-engine region of rows x cols, each given the same one-PE
+    transfers `flows` [(src, dst, words)], flow i on color i."""
+    fabric = CycleFabric(rows, cols, arch=arch)
+    region = block_region(rows, cols, arch)
+    for color, (src, dst, k) in enumerate(flows):
+        fabric.add_transfer(color, src, dst, k)
+        ws.transfer(region, (*src, 1, 1), (*dst, 1, 1), k)
+    return fabric, region
+
+
 @pytest.mark.parametrize("arch,ramp", ARCHS)
 @settings(max_examples=15, deadline=None)
 @given(
@@ -63,14 +74,9 @@ def test_row_and_column_broadcasts_match_per_pe(arch, ramp, width, height, k, da
 @pytest.mark.parametrize("arch,ramp", ARCHS)
 @pytest.mark.parametrize("k", [1, 5, 40])
 def test_two_flows_sharing_a_link_serialise_in_both_engines(arch, ramp, k):
-    alone = CycleFabric(4, 4, arch=arch)
-    alone.add_transfer(0, (0, 0), (0, 1), k)
-    shared = CycleFabric(4, 4, arch=arch)
-    shared.add_transfer(0, (0, 0), (0, 1), k)
-    shared.add_transfer(1, (0, 0), (0, 1), k)
-    region = block_region(4, 4, arch)
-    ws.transfer(region, (0, 0, 1, 1), (0, 1, 1, 1), k)
-    ws.transfer(region, (0, 0, 1, 1), (0, 1, 1, 1), k)
+    flow = ((0, 0), (0, 1), k)
+    alone, _ = both_engines(4, 4, arch, [flow])
+    shared, region = both_engines(4, 4, arch, [flow, flow])
     one = alone.run()
     assert one == 1 + 2 * ramp + k - 1
     assert shared.run() == one + k == region.cycles  # twice as long when ramp = 0
@@ -79,12 +85,7 @@ def test_two_flows_sharing_a_link_serialise_in_both_engines(arch, ramp, k):
 @pytest.mark.parametrize("arch,ramp", ARCHS)
 @pytest.mark.parametrize("k", [4, 30])
 def test_merging_flows_are_close_to_the_block_engines_serialised_estimate(arch, ramp, k):
-    fabric = CycleFabric(4, 6, arch=arch)
-    fabric.add_transfer(0, (0, 0), (0, 4), k)
-    fabric.add_transfer(1, (0, 2), (0, 4), k)
-    region = block_region(4, 6, arch)
-    ws.transfer(region, (0, 0, 1, 1), (0, 4, 1, 1), k)
-    ws.transfer(region, (0, 2, 1, 1), (0, 4, 1, 1), k)
+    fabric, region = both_engines(4, 6, arch, [((0, 0), (0, 4), k), ((0, 2), (0, 4), k)])
     cycle = fabric.run()
     assert cycle >= 2 * k + 2 * ramp
     assert 0 <= region.cycles - cycle <= 4  # the block engine serialises, never undercuts

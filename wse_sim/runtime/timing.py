@@ -25,39 +25,30 @@ from typing import Any
 
 import wse_sim
 from wse_sim.fabric import Region
+from wse_sim.ops import (
+    BATCH_NORM_OPS,
+    CONV_OPS,
+    LAYER_NORM_OPS,
+    LOSS_FORWARD_OPS,
+    MATMUL_OPS,
+    SOFTMAX_OPS,
+    SUM_LIKE_REDUCTIONS,
+)
 from wse_sim.runtime.kernels.matmul import summa_steps
 
 Rect = tuple[int, int, int, int]
-MATMUL_TARGETS = frozenset({"aten.mm.default", "aten.addmm.default", "aten.bmm.default"})
-CONV_TARGETS = frozenset({"aten.convolution.default", "aten.convolution_backward.default"})
-REDUCING_TARGETS = frozenset(
-    {
-        "aten.sum.dim_IntList",
-        "aten.sum.default",
-        "aten.mean.dim",
-        "aten.mean.default",
-        "aten.amax.default",
-        "aten.amin.default",
-        "aten.var.correction",
-        "aten.any.dim",
-        "aten._softmax.default",
-        "aten._log_softmax.default",
-        "aten._softmax_backward_data.default",
-        "aten._log_softmax_backward_data.default",
-        "aten.native_layer_norm.default",
-        "aten.native_layer_norm_backward.default",
-        "aten.nll_loss_forward.default",
-        "aten.mse_loss.default",
-    }
+# Ops charged a row reduction: the sum-like reductions, the row-wise kernels (softmax, layer
+# norm, the losses' forwards), batch norm's per-channel sums, and a prefix sum (the transformer
+# zoo's position and mask construction scans each PE's tile and passes the running carry east
+# along the row: charged like a row reduction of its rows).
+REDUCING_TARGETS = (
+    SUM_LIKE_REDUCTIONS
+    | SOFTMAX_OPS
+    | LAYER_NORM_OPS
+    | LOSS_FORWARD_OPS
+    | BATCH_NORM_OPS
+    | {"aten.cumsum.default"}
 )
-# Batch norm reduces per channel (sum and sum of squares forward; sum of dy and dy * x backward).
-CHANNEL_REDUCING_TARGETS = frozenset(
-    {"aten._native_batch_norm_legit_functional.default", "aten.native_batch_norm_backward.default"}
-)
-REDUCING_TARGETS = REDUCING_TARGETS | CHANNEL_REDUCING_TARGETS
-# A prefix sum (the transformer zoo's position and mask construction) scans each PE's tile and
-# passes the running carry east along the row: charged like a row reduction of its rows.
-REDUCING_TARGETS = REDUCING_TARGETS | {"aten.cumsum.default"}
 MAX_BROADCAST_ROUNDS = 32  # SUMMA steps are charged in at most this many broadcast rounds
 _WORDS_PER_ELEMENT = {
     "float32": 1.0,
@@ -291,13 +282,13 @@ def _collectives(
     target = node["target"]
     h, w = rect[2], rect[3]
     refs = list(_refs(node.get("args", [])))
-    if target in MATMUL_TARGETS:
+    if target in MATMUL_OPS:
         a, b = (refs[1], refs[2]) if target == "aten.addmm.default" else (refs[0], refs[1])
         a_shape, b_shape = facts.shape[a], facts.shape[b]
         batch = _numel(a_shape[:-2]) or 1
         m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
         _summa(plan, kid, rect, batch, m, k, n, 0.5 if fp16 else 1.0)
-    elif target in CONV_TARGETS:
+    elif target in CONV_OPS:
         weight_words = _words(
             facts.shape[refs[1] if target.endswith("convolution.default") else refs[2]],
             "float32",
@@ -331,7 +322,7 @@ def _reduced_count(node: Mapping[str, Any], facts: _GraphFacts) -> int:
     """How many partial results a reducing op combines across PEs: one per reduced row."""
     args = node.get("args", [])
     target = node["target"]
-    if target in CHANNEL_REDUCING_TARGETS:  # two partial sums per channel
+    if target in BATCH_NORM_OPS:  # two partial sums per channel
         shape = facts.shape[args[1 if target.endswith("backward.default") else 0]["ref"]]
         return 2 * (shape[1] if shape and len(shape) > 1 else 1)
     if target in _ROW_OPS or target in _NORM_OPS:

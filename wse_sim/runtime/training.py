@@ -4,27 +4,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
 
 from wse_sim.runtime.checkpoint import save_checkpoint
-from wse_sim.runtime.job import LoadedJob
+from wse_sim.runtime.job import LoadedJob, StepResult
 
 
 @dataclass(frozen=True)
-class StepRecord:
-    """One finished step, as the worker streams it: CONTRACT's metrics row."""
+class StepRecord(StepResult):
+    """One finished step, as the worker streams it: CONTRACT's metrics row (the step's
+    `StepResult` and its number)."""
 
-    step: int
-    loss: float
-    sim_cycles: int
-    samples_per_sec: float
-    accuracy: float | None = None
-    skipped: bool = False  # loss scaling found inf/nan gradients: the update was skipped
-    loss_scale: float | None = None  # the loss scale after the step (None: no loss scaling)
+    step: int = field(kw_only=True)
 
 
 class TrainStatus(StrEnum):
@@ -89,17 +84,7 @@ def train(
         with np.errstate(all="ignore"):
             result = job.step(inputs, targets)
         last_step = step
-        on_step(
-            StepRecord(
-                step,
-                result.loss,
-                result.sim_cycles,
-                result.samples_per_sec,
-                result.accuracy,
-                skipped=result.skipped,
-                loss_scale=result.loss_scale,
-            )
-        )
+        on_step(StepRecord(**vars(result), step=step))
         if stop_on_nan and not math.isfinite(result.loss):
             return TrainOutcome(
                 TrainStatus.NUMERICAL,
