@@ -54,6 +54,27 @@ def _compile_ok(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
         assert lifecycle.finish_compile(s, job_id=job_id, owner="c1", result=result) == "pending"
 
 
+def _compiled_job(api, settings) -> str:  # type: ignore[no-untyped-def]
+    """A job of alice (tenant acme), compiled, with the wafer online: placed by the next cycle."""
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    job_id: str = submit(api, alice).json()["id"]
+    _online(settings)
+    run_cycle(settings)
+    _compile_ok(settings, job_id)
+    return job_id
+
+
+def _expire_lease(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The job's worker lease ran out (its worker died)."""
+    with session_scope(settings.resolved_database_url) as s:
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+
+
 def test_cycle_sends_queued_jobs_to_compile_then_places_them(api, cluster_settings):
     make_tenant(api, "acme")
     alice = make_user(api, "acme", "alice")
@@ -116,12 +137,7 @@ def test_waiting_jobs_get_reasons_positions_and_no_overlap(api, cluster_settings
 
 
 def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings):
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
-    _online(cluster_settings)
-    run_cycle(cluster_settings)
-    _compile_ok(cluster_settings, job_id)
+    job_id = _compiled_job(api, cluster_settings)
     run_cycle(cluster_settings)
     url = cluster_settings.resolved_database_url
     with session_scope(url) as s:
@@ -133,12 +149,7 @@ def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings)
             lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="b", lease_s=30)
             is None
         )
-    with session_scope(url) as s:  # the worker died: its lease runs out
-        s.execute(
-            update(Job)
-            .where(Job.id == job_id)
-            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-        )
+    _expire_lease(cluster_settings, job_id)  # the worker died: its lease runs out
     stats = run_cycle(cluster_settings)
     assert job_id in stats.reaped
     job = _job(cluster_settings, job_id)
@@ -152,21 +163,10 @@ def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings)
 
 
 def test_repeatedly_lost_job_fails_with_worker_lost(api, cluster_settings):
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
-    _online(cluster_settings)
-    run_cycle(cluster_settings)
-    _compile_ok(cluster_settings, job_id)
-    url = cluster_settings.resolved_database_url
+    job_id = _compiled_job(api, cluster_settings)
     for _ in range(cluster_settings.max_attempts):
         run_cycle(cluster_settings)
-        with session_scope(url) as s:
-            s.execute(
-                update(Job)
-                .where(Job.id == job_id)
-                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-            )
+        _expire_lease(cluster_settings, job_id)
     run_cycle(cluster_settings)
     job = _job(cluster_settings, job_id)
     assert job.state == "failed" and job.error_kind == "worker_lost"
