@@ -161,16 +161,14 @@ def _per_spec_values(
 def _view(
     array_id: str, base: dict[str, Any], indices: str, count: int, principal: Principal
 ) -> dict[str, Any]:
-    return {
-        "id": array_id,
-        "array_job_id": array_id,
-        "name": base["name"],
-        "tenant": principal.tenant,
-        "user": principal.name,
-        "state": JobState.QUEUED.value,
-        "created_at": iso(base["created_at"]),
-        "array": {"indices": indices, "tasks": count, "max_running": base["array_max_running"]},
-    }
+    return _answer(
+        array_id,
+        base["name"],
+        principal.tenant,
+        principal.name,
+        base["created_at"],
+        {"indices": indices, "tasks": count, "max_running": base["array_max_running"]},
+    )
 
 
 def array_view(session: Session, array_id: str) -> dict[str, Any]:
@@ -181,13 +179,32 @@ def array_view(session: Session, array_id: str) -> dict[str, Any]:
     first = session.execute(
         select(Job).where(Job.array_job_id == array_id).order_by(Job.array_task_id).limit(1)
     ).scalar_one()
+    return _answer(
+        array_id,
+        row.name,
+        first.tenant.name,
+        first.user.name,
+        row.created_at,
+        {"indices": row.indices, "tasks": row.task_count, "max_running": row.max_running},
+    )
+
+
+def _answer(
+    array_id: str,
+    name: str,
+    tenant: str | None,
+    user: str,
+    created_at: Any,
+    array: dict[str, Any],
+) -> dict[str, Any]:
+    """A submitted array's answer: the array as one queued job."""
     return {
         "id": array_id,
         "array_job_id": array_id,
-        "name": row.name,
-        "tenant": first.tenant.name,
-        "user": first.user.name,
+        "name": name,
+        "tenant": tenant,
+        "user": user,
         "state": JobState.QUEUED.value,
-        "created_at": iso(row.created_at),
-        "array": {"indices": row.indices, "tasks": row.task_count, "max_running": row.max_running},
+        "created_at": iso(created_at),
+        "array": array,
     }
