@@ -22,7 +22,7 @@ from sam_server.db.models import Job, JobMetric, Wafer
 from sam_server.db.session import engine_for, session_scope
 from sam_server.services import observe
 from sam_server.services.transitions import transition
-from tests.api.helpers import alice_and_eve, make_tenant, make_user, submit
+from tests.api.helpers import alice_and_eve, alice_job, make_tenant, make_user, submit
 
 SSE = {"Accept": "text/event-stream"}
 
@@ -180,9 +180,7 @@ def test_a_follower_that_stops_reading_is_dropped(client, settings, monkeypatch)
 def test_metrics_streams_of_one_job_share_one_poll(live_server, settings):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        alice = make_user(client, "acme", "alice")
-        job_id = submit(client, alice).json()["id"]
+        alice, job_id = alice_job(client)
         with session_scope(url) as s:
             job = s.get(Job, job_id)
             for state in ("compiling", "pending", "running"):

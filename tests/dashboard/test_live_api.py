@@ -13,7 +13,7 @@ import httpx
 from sam_server.db.models import Job, JobMetric
 from sam_server.db.session import session_scope
 from sam_server.services.transitions import transition
-from tests.api.helpers import alice_and_eve, make_tenant, make_user, submit
+from tests.api.helpers import alice_and_eve, alice_job, make_tenant, make_user, submit
 
 SSE = {"Accept": "text/event-stream"}
 
@@ -147,9 +147,7 @@ def test_events_stream_shows_only_the_callers_tenant(live_server, settings):
 def test_job_timeline_lists_every_transition(live_server, settings):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        alice = make_user(client, "acme", "alice")
-        job_id = submit(client, alice).json()["id"]
+        alice, job_id = alice_job(client)
         _run(url, job_id, range(0), "succeeded", pause=0)
         body = client.get(f"/api/v1/jobs/{job_id}/events", headers=alice).json()
         states = [(e["from_state"], e["to_state"]) for e in body["items"]]

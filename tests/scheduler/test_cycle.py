@@ -13,7 +13,7 @@ from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
 from sam_server.scheduler.loop import dispatch_outbox, run_cycle
 from sam_server.services import lifecycle
-from tests.api.helpers import ADMIN, make_tenant, make_user, spec, submit
+from tests.api.helpers import ADMIN, alice_job, make_tenant, make_user, spec, submit
 
 
 @pytest.fixture
@@ -56,9 +56,7 @@ def _compile_ok(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
 
 def _compiled_job(api, settings) -> str:  # type: ignore[no-untyped-def]
     """A job of alice (tenant acme), compiled, with the wafer online: placed by the next cycle."""
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id: str = submit(api, alice).json()["id"]
+    _, job_id = alice_job(api)
     _online(settings)
     run_cycle(settings)
     _compile_ok(settings, job_id)
@@ -209,9 +207,7 @@ def test_identical_job_reuses_the_artifact_and_is_placed_in_one_cycle(api, clust
 
 
 def test_a_wafer_whose_worker_is_gone_takes_no_new_jobs(api, cluster_settings):
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
+    alice, job_id = alice_job(api)
     url = cluster_settings.resolved_database_url
     _online(cluster_settings)
     run_cycle(cluster_settings)
