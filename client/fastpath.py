@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from client.submit_options import CONNECTION_OPTIONS, SUBMIT_OPTIONS
+
 TYPE_CHECKING = False  # typing's import is spared on this path
 if TYPE_CHECKING:
     from typing import Any
@@ -22,27 +24,19 @@ if TYPE_CHECKING:
     from client.config import ClientConfig
     from client.errors import SamAPIError
 
-# Options of `sam` itself before the subcommand, and of `sam submit` (see commands/submit.py).
+# Options of `sam` itself before the subcommand, and of `sam submit` (client.submit_options
+# declares them for both paths: click's command and this one).
 GLOBAL_VALUES = {"--url": "url", "--token": "token", "--context": "context"}
 SUBMIT_VALUES = {
-    "--url": "url",
-    "--token": "token",
-    "--array": "array",
-    "-a": "array",
-    "--dependency": "dependency",
-    "-d": "dependency",
-    "--idempotency-key": "idempotency_key",
-    "-o": "output",
-    "--output": "output",
-    "--config": "config_file",
+    name: dest
+    for names, dest, metavar, _ in CONNECTION_OPTIONS + SUBMIT_OPTIONS
+    if metavar is not None
+    for name in names
 }
 SUBMIT_FLAGS = {
-    "--parsable": "parsable",
-    "--hold": "hold",
-    "-H": "hold",
-    "--kill-invalid-depend": "kill_invalid_depend",
-    "--allow-outside": "allow_outside",
+    name: dest for names, dest, metavar, _ in SUBMIT_OPTIONS if metavar is None for name in names
 }
+CLICK_ONLY = ("wait", "dry_run")  # following a job, validating: click's command does those
 QUICK_OUTPUTS = ("text", "json")  # yaml output needs PyYAML's dumper: click's path
 
 
@@ -69,6 +63,8 @@ def parse_submit_args(argv: list[str]) -> dict[str, Any] | None:
             positional.append(arg)
             i += 1
     if len(positional) != 1 or found.get("output", "text") not in QUICK_OUTPUTS:
+        return None
+    if any(found.get(dest) for dest in CLICK_ONLY):
         return None
     for key in ("url", "token"):  # the subcommand's flag wins over sam's own
         found[key] = found.get(key) or top.get(key)

@@ -69,14 +69,18 @@ def _block(lines: list[tuple[int, str]], i: int) -> tuple[Any, int]:
     return _mapping(lines, i, indent)
 
 
+def _next_at(lines: list[tuple[int, str]], i: int, indent: int) -> str | None:
+    """Line i's content when it continues the block at `indent`; None when the block ended."""
+    if i >= len(lines) or lines[i][0] < indent:
+        return None
+    if lines[i][0] > indent:
+        raise _Unsure
+    return lines[i][1]
+
+
 def _mapping(lines: list[tuple[int, str]], i: int, indent: int) -> tuple[dict[str, Any], int]:
     result: dict[str, Any] = {}
-    while i < len(lines):
-        at, content = lines[i]
-        if at < indent:
-            break
-        if at > indent:
-            raise _Unsure
+    while (content := _next_at(lines, i, indent)) is not None:
         key, sep, rest = content.partition(":")
         if not sep or (rest and rest[0] != " "):
             raise _Unsure
@@ -102,12 +106,7 @@ def _sequence(
     lines: list[tuple[int, str]], i: int, indent: int, *, indentless: bool
 ) -> tuple[list[Any], int]:
     result: list[Any] = []
-    while i < len(lines):
-        at, content = lines[i]
-        if at < indent:
-            break
-        if at > indent:
-            raise _Unsure
+    while (content := _next_at(lines, i, indent)) is not None:
         if not content.startswith("- "):
             if indentless:
                 break

@@ -14,6 +14,15 @@ class SamError(Exception):
     status = 500
     type_slug = "internal"
 
+    def __init_subclass__(cls, *, status: int | None = None, slug: str | None = None) -> None:
+        """`class X(SamError, status=422, slug="x")`: a subclass's HTTP status and type slug
+        (each inherited when not given)."""
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if slug is not None:
+            cls.type_slug = slug
+
     def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -24,31 +33,20 @@ class SamError(Exception):
         return (self.__doc__ or self.__class__.__name__).strip().splitlines()[0]
 
 
-class ConfigError(SamError):
+class ConfigError(SamError, slug="config"):
     """Invalid configuration"""
 
-    type_slug = "config"
 
-
-class Unauthorized(SamError):
+class Unauthorized(SamError, status=401, slug="unauthorized"):
     """Not authenticated"""
 
-    status = 401
-    type_slug = "unauthorized"
 
-
-class Forbidden(SamError):
+class Forbidden(SamError, status=403, slug="forbidden"):
     """Not allowed"""
 
-    status = 403
-    type_slug = "forbidden"
 
-
-class NotFound(SamError):
+class NotFound(SamError, status=404, slug="not-found"):
     """Not found"""
-
-    status = 404
-    type_slug = "not-found"
 
 
 class JobNotFound(NotFound):
@@ -59,11 +57,8 @@ class TenantNotFound(NotFound):
     """Tenant not found"""
 
 
-class Conflict(SamError):
+class Conflict(SamError, status=409, slug="conflict"):
     """Conflict"""
-
-    status = 409
-    type_slug = "conflict"
 
 
 class InvalidTransition(Conflict):
@@ -74,50 +69,29 @@ class AlreadyExists(Conflict):
     """Already exists"""
 
 
-class PayloadTooLarge(SamError):
+class PayloadTooLarge(SamError, status=413, slug="payload-too-large"):
     """Request body too large"""
 
-    status = 413
-    type_slug = "payload-too-large"
 
-
-class InvalidSpec(SamError):
+class InvalidSpec(SamError, status=422, slug="invalid-spec"):
     """Invalid job spec"""
 
-    status = 422
-    type_slug = "invalid-spec"
 
-
-class NeverFits(SamError):
+class NeverFits(SamError, status=422, slug="never-fits"):
     """The job can never run"""
 
-    status = 422
-    type_slug = "never-fits"
 
-
-class IdempotencyMismatch(SamError):
+class IdempotencyMismatch(SamError, status=422, slug="idempotency-mismatch"):
     """Idempotency-Key reused with another body"""
 
-    status = 422
-    type_slug = "idempotency-mismatch"
 
-
-class QuotaExceeded(SamError):
+class QuotaExceeded(SamError, status=429, slug="quota-exceeded"):
     """Quota exceeded"""
 
-    status = 429
-    type_slug = "quota-exceeded"
 
-
-class RateLimited(SamError):
+class RateLimited(SamError, status=429, slug="rate-limited"):
     """Too many requests"""
 
-    status = 429
-    type_slug = "rate-limited"
 
-
-class BadRequest(SamError):
+class BadRequest(SamError, status=400, slug="bad-request"):
     """Bad request"""
-
-    status = 400
-    type_slug = "bad-request"

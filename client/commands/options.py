@@ -10,19 +10,30 @@ import click
 from client.config import resolve_config
 from client.output import OUTPUT_FORMATS, dump_data
 from client.sdk import SamClient
+from client.submit_options import CONNECTION_OPTIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def connection_options(func: F) -> F:
-    """Add `--url` and `--token` to a subcommand (they override the same options on `sam`)."""
-    func = click.option(
-        "--token", metavar="TOKEN", help="API token (else SAM_TOKEN, else the config file)."
-    )(func)
-    func = click.option(
-        "--url", metavar="URL", help="Server URL (else SAM_URL, else the config file)."
-    )(func)
-    return func
+def declared_options(table: Any, **types: dict[str, Any]) -> Callable[[F], F]:
+    """Add the options a table of client.submit_options declares to a command, in its order;
+    `types`: click's extra settings by parameter name (a type, a default)."""
+
+    def decorate(func: F) -> F:
+        for names, dest, metavar, help_text in reversed(table):
+            settings: dict[str, Any] = {"help": help_text, **types.get(dest, {})}
+            if metavar is None:
+                settings["is_flag"] = True
+            elif metavar:
+                settings["metavar"] = metavar
+            func = click.option(*names, dest, **settings)(func)
+        return func
+
+    return decorate
+
+
+connection_options = declared_options(CONNECTION_OPTIONS)
+"""Add `--url` and `--token` to a subcommand (they override the same options on `sam`)."""
 
 
 def output_option(func: F) -> F:

@@ -9,68 +9,27 @@ from typing import Any
 
 import click
 
-from client.commands.options import connection_options, echo_data, echo_message, open_client
+from client.commands.options import (
+    connection_options,
+    declared_options,
+    echo_data,
+    echo_message,
+    open_client,
+)
 from client.errors import SamAPIError, SamConnectionError
 from client.fastpath import submitted_text, with_directives
 from client.jobspec import load_job_file
 from client.output import dump_data, format_progress
 from client.sdk import TERMINAL_STATES, SamClient
+from client.submit_options import SUBMIT_OPTIONS, SUBMIT_OUTPUTS
 
 
 @click.command()
 @click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--wait", is_flag=True, help="Follow the job (log on stderr); exit 0 only if it succeeds."
-)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A cerebras_config.yaml whose keys (target_device, num_epochs, checkpoint_dir, ...) "
-    "fill the job's compile_options, run_options and data_loading.",
-)
-@click.option("--parsable", is_flag=True, help="Print only the job id.")
-@click.option(
-    "--dry-run", is_flag=True, help="Validate on the server and print the normalized spec."
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", "yaml"]),
-    default="text",
-    show_default=True,
-    help="text: a sentence (the spec as YAML with --dry-run); json/yaml: the API object.",
-)
-@click.option(
-    "--idempotency-key",
-    metavar="KEY",
-    help="Reuse a key to make resubmission safe (default: random).",
-)
-@click.option(
-    "--allow-outside",
-    is_flag=True,
-    help="Upload named files from outside the job file's folder (each is listed on stderr).",
-)
-@click.option(
-    "--array",
-    "-a",
-    metavar="INDICES",
-    help="A job array: 0-99, 1,3,5-9, 0-20:2; %N caps tasks running at once (0-99%10). "
-    "${SAM_ARRAY_TASK_ID} in the spec's values becomes each task's index.",
-)
-@click.option(
-    "--dependency",
-    "-d",
-    metavar="DEPS",
-    help="Start only after other jobs: afterok:ID[:ID],afterany:ID,afternotok:ID,singleton.",
-)
-@click.option(
-    "--hold", "-H", "hold_it", is_flag=True, help="Submit held (`sam release` lets it run)."
-)
-@click.option(
-    "--kill-invalid-depend",
-    is_flag=True,
-    help="Cancel the job if its dependency can never be met (else it waits: DependencyNeverSatisfied).",
+@declared_options(
+    SUBMIT_OPTIONS,
+    config_file={"type": click.Path(exists=True, dir_okay=False, path_type=Path)},
+    output={"type": click.Choice(SUBMIT_OUTPUTS), "default": "text", "show_default": True},
 )
 @click.option("--poll-interval", type=click.FloatRange(min=0.0), default=1.0, hidden=True)
 @connection_options
@@ -85,7 +44,7 @@ def submit(
     allow_outside: bool,
     array: str | None,
     dependency: str | None,
-    hold_it: bool,
+    hold: bool,
     kill_invalid_depend: bool,
     poll_interval: float,
     url: str | None,
@@ -106,7 +65,7 @@ def submit(
             f"warning: {field}: uploading {path}, from outside the job file's folder"
         ),
     )
-    spec = with_directives(spec, array, dependency, hold_it, kill_invalid_depend)
+    spec = with_directives(spec, array, dependency, hold, kill_invalid_depend)
     if wait and spec.get("array") is not None:
         raise click.UsageError("--wait follows one job; for an array, watch `sam queue --array`")
     client = open_client(url, token)

@@ -79,26 +79,30 @@ def install(app: FastAPI) -> None:
     app.mount(ASSETS_URL, StaticFiles(directory=assets_dir()), name="docs-assets")
     openapi_url = app.openapi_url or "/openapi.json"
 
+    def urls(request: Request, **assets: str) -> dict[str, Any]:
+        """The OpenAPI document's URL and each asset's, under the proxy's root path."""
+        root = request.scope.get("root_path", "")
+        found = {name: f"{root}{ASSETS_URL}/{file}" for name, file in assets.items()}
+        return {"openapi_url": f"{root}{openapi_url}", **found}
+
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
         return get_swagger_ui_html(
-            openapi_url=f"{root}{openapi_url}",
             title=f"{app.title} API",
-            swagger_js_url=f"{root}{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{ASSETS_URL}/favicon.png",
             oauth2_redirect_url=None,  # SAM's tokens are bearer tokens, not an OAuth2 flow
             swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
+            **urls(
+                request,
+                swagger_js_url="swagger-ui-bundle.js",
+                swagger_css_url="swagger-ui.css",
+                swagger_favicon_url="favicon.png",
+            ),
         )
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
         return get_redoc_html(
-            openapi_url=f"{root}{openapi_url}",
             title=f"{app.title} API reference",
-            redoc_js_url=f"{root}{ASSETS_URL}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{ASSETS_URL}/favicon.png",
             with_google_fonts=False,
+            **urls(request, redoc_js_url="redoc.standalone.js", redoc_favicon_url="favicon.png"),
         )

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sam_server.api.deps import principal_from_header
-from sam_server.api.stream import ENDED, FanOut, sse
+from sam_server.api.stream import ENDED, FanOut, relay, sse
 from sam_server.services import live
 from sam_server.services.observe import job_visible
 
@@ -307,6 +307,12 @@ async def _stop(task: asyncio.Task[None] | None) -> None:
             await task
 
 
+def _batch(batch: Batch) -> tuple[str, bool]:
+    """A batch as `relay` renders it: (its text, whether it ends the stream)."""
+    final, text = batch
+    return text, final
+
+
 def _shutdown() -> str:
     return sse("shutdown", json.dumps({"reconnect": True}))
 
@@ -315,17 +321,8 @@ async def follow(hub: EventHub, follower: Follower) -> AsyncIterator[str]:
     """The event stream of one follower: what the hub hands it, heartbeats when quiet."""
     try:
         yield "retry: 1000\n\n"
-        while True:
-            try:
-                with anyio.fail_after(hub.heartbeat_s):
-                    final, text = await follower.queue.get()
-            except TimeoutError:
-                yield ": keep-alive\n\n"
-                continue
-            if text:
-                yield text
-            if final:
-                return
+        async for text in relay(follower.queue, hub.heartbeat_s, _batch):
+            yield text
     finally:
         hub.unsubscribe(follower)
 
@@ -406,24 +403,22 @@ async def follow_steps(hub: MetricsHub, job_id: str, after: int) -> AsyncIterato
         if state in ENDED:
             yield sse("end", json.dumps({"state": state}))
             return
-        while True:
-            try:
-                with anyio.fail_after(hub.heartbeat_s):
-                    event = await queue.get()
-            except TimeoutError:
-                yield ": keep-alive\n\n"
-                continue
+
+        def render(event: tuple[Any, ...]) -> tuple[str, bool]:
+            nonlocal sent
             if event[0] == "step" and event[1] > sent:
                 sent = event[1]
-                yield sse("step", json.dumps(event[2]), sent)
-            elif event[0] == "reset":
+                return sse("step", json.dumps(event[2]), sent), False
+            if event[0] == "reset":
                 sent = event[1]
-                yield sse("reset", json.dumps({"step": event[1]}))
-            elif event[0] == "end":
-                yield sse("end", json.dumps({"state": event[1]}))
-                return
-            elif event[0] == "shutdown":
-                yield sse("shutdown", json.dumps({"reconnect": True}))
-                return
+                return sse("reset", json.dumps({"step": event[1]})), False
+            if event[0] == "end":
+                return sse("end", json.dumps({"state": event[1]})), True
+            if event[0] == "shutdown":
+                return _shutdown(), True
+            return "", False
+
+        async for text in relay(queue, hub.heartbeat_s, render):
+            yield text
     finally:
         hub.unsubscribe(job_id, queue)

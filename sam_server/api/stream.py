@@ -31,6 +31,7 @@ MAX_BACKLOG = 10_000  # events queued for one slow follower before it is told to
 
 
 Event = tuple[Any, ...]
+KEEP_ALIVE = ": keep-alive\n\n"  # an SSE comment: the client ignores it
 
 
 class Followed(Protocol):
@@ -205,6 +206,29 @@ def sse(event: str, data: str, event_id: int | None = None) -> str:
     return f"{head}event: {event}\n{body}\n"
 
 
+E = TypeVar("E")
+
+
+async def relay(
+    queue: asyncio.Queue[E], heartbeat_s: float, render: Callable[[E], tuple[str, bool]]
+) -> AsyncIterator[str]:
+    """The wait loop of every live stream: each event of `queue` as `render` writes it (its SSE
+    text, "" for none, and whether it ends the stream), and a keep-alive comment after each
+    `heartbeat_s` of quiet (it keeps proxies and idle timeouts from closing the stream)."""
+    while True:
+        try:
+            with anyio.fail_after(heartbeat_s):
+                event = await queue.get()
+        except TimeoutError:
+            yield KEEP_ALIVE
+            continue
+        text, last = render(event)
+        if text:
+            yield text
+        if last:
+            return
+
+
 async def follow(hub: LogHub, job_id: str, after_id: int) -> AsyncIterator[str]:
     """The event stream of one follower: lines after `after_id`, then `end` (or `shutdown`)."""
     queue = await hub.subscribe(job_id)
@@ -220,22 +244,20 @@ async def follow(hub: LogHub, job_id: str, after_id: int) -> AsyncIterator[str]:
         if state in ENDED:
             yield sse("end", json.dumps({"state": state}), sent)
             return
-        while True:
-            try:
-                with anyio.fail_after(hub.heartbeat_s):
-                    event = await queue.get()
-            except TimeoutError:
-                yield ": keep-alive\n\n"  # keeps proxies and idle timeouts from closing it
-                continue
+
+        def render(event: Event) -> tuple[str, bool]:
+            nonlocal sent
             if event[0] == "log" and event[1] > sent:
                 sent = event[1]
-                yield sse("log", event[2], sent)
-            elif event[0] == "end":
-                yield sse("end", json.dumps({"state": event[2]}), max(sent, event[1]))
-                return
-            elif event[0] == "shutdown":
-                yield sse("shutdown", json.dumps({"reconnect": True}), sent)
-                return
+                return sse("log", event[2], sent), False
+            if event[0] == "end":
+                return sse("end", json.dumps({"state": event[2]}), max(sent, event[1])), True
+            if event[0] == "shutdown":
+                return sse("shutdown", json.dumps({"reconnect": True}), sent), True
+            return "", False
+
+        async for text in relay(queue, hub.heartbeat_s, render):
+            yield text
     finally:
         hub.unsubscribe(job_id, queue)
 

@@ -29,13 +29,14 @@ from sam_server.services.auth import Principal
 from sam_server.services.directives import Directives
 from sam_server.services.jobs import (
     Submitted,
-    _check_queued_quota,
-    _job_values,
+    check_queued_quota,
     check_submittable,
     compile_hash,
     new_job_id,
+    new_job_values,
 )
 from sam_server.services.spec_check import check_files, parse_spec
+from sam_server.states import JobState
 
 
 def submit_array(
@@ -60,8 +61,8 @@ def submit_array(
     first = _task_spec(raw, array_id, array.indices[0], count, templated)
     check_files(first, files)
     check_submittable(session, principal, first)
-    _check_queued_quota(session, principal, adding=count)
-    base = _job_values(principal, first, files, None, digest)
+    check_queued_quota(session, principal, adding=count)
+    base = new_job_values(principal, first, files, None, digest)
     # The files are stored once, on the array (lifecycle reads them from there).
     base.update(directives.columns(), array_max_running=array.max_running, files={})
     add_array(session, array_id=array_id, head=base, array=array, files=files)
@@ -99,7 +100,7 @@ def submit_array(
             )
         )
     insert_tasks(session, constant, varying, rows)
-    event = {"at": base["created_at"], "from_state": None, "to_state": "queued"}
+    event = {"at": base["created_at"], "from_state": None, "to_state": JobState.QUEUED.value}
     who = f"submitted by {principal.name} (array {array_id}, task "
     insert_events(
         session, event, [(job_id, f"{who}{job_id.rpartition('_')[2]})") for job_id, *_ in rows]
@@ -160,16 +161,14 @@ def _per_spec_values(
 def _view(
     array_id: str, base: dict[str, Any], indices: str, count: int, principal: Principal
 ) -> dict[str, Any]:
-    return {
-        "id": array_id,
-        "array_job_id": array_id,
-        "name": base["name"],
-        "tenant": principal.tenant,
-        "user": principal.name,
-        "state": "queued",
-        "created_at": iso(base["created_at"]),
-        "array": {"indices": indices, "tasks": count, "max_running": base["array_max_running"]},
-    }
+    return _answer(
+        array_id,
+        base["name"],
+        principal.tenant,
+        principal.name,
+        base["created_at"],
+        {"indices": indices, "tasks": count, "max_running": base["array_max_running"]},
+    )
 
 
 def array_view(session: Session, array_id: str) -> dict[str, Any]:
@@ -180,13 +179,32 @@ def array_view(session: Session, array_id: str) -> dict[str, Any]:
     first = session.execute(
         select(Job).where(Job.array_job_id == array_id).order_by(Job.array_task_id).limit(1)
     ).scalar_one()
+    return _answer(
+        array_id,
+        row.name,
+        first.tenant.name,
+        first.user.name,
+        row.created_at,
+        {"indices": row.indices, "tasks": row.task_count, "max_running": row.max_running},
+    )
+
+
+def _answer(
+    array_id: str,
+    name: str,
+    tenant: str | None,
+    user: str,
+    created_at: Any,
+    array: dict[str, Any],
+) -> dict[str, Any]:
+    """A submitted array's answer: the array as one queued job."""
     return {
         "id": array_id,
         "array_job_id": array_id,
-        "name": row.name,
-        "tenant": first.tenant.name,
-        "user": first.user.name,
-        "state": "queued",
-        "created_at": iso(row.created_at),
-        "array": {"indices": row.indices, "tasks": row.task_count, "max_running": row.max_running},
+        "name": name,
+        "tenant": tenant,
+        "user": user,
+        "state": JobState.QUEUED.value,
+        "created_at": iso(created_at),
+        "array": array,
     }

@@ -193,28 +193,24 @@ def update(
             raise InvalidTransition(f"job {job.id} already ended ({job.state}); nothing to update")
         changes = []
         if priority is not None and priority != job.priority:
-            if job.state not in WAITING:
-                raise InvalidTransition(
-                    f"job {job.id} is {job.state}; priority matters only before it starts"
-                )
-            if PRIORITY_RANK[priority] > PRIORITY_RANK[job.priority] and not principal.is_admin:
-                raise Forbidden(
-                    f"raising job {job.id}'s priority ({job.priority} -> {priority}) needs a "
-                    "cluster admin; you may lower it"
-                )
+            _check_change(
+                job,
+                principal,
+                f"priority ({job.priority} -> {priority})",
+                raising=PRIORITY_RANK[priority] > PRIORITY_RANK[job.priority],
+                once_started="priority matters only before it starts",
+            )
             changes.append(f"priority {job.priority} -> {priority}")
             job.priority = priority
         if seconds is not None and seconds != job.time_limit_s:
-            if job.state not in WAITING:
-                raise InvalidTransition(
-                    f"job {job.id} is {job.state}; a running attempt keeps the time limit it "
-                    "started with (`sam requeue` it to apply a new one)"
-                )
-            if seconds > job.time_limit_s and not principal.is_admin:
-                raise Forbidden(
-                    f"raising job {job.id}'s time limit ({job.time_limit_s}s -> {seconds}s) "
-                    "needs a cluster admin; you may lower it"
-                )
+            _check_change(
+                job,
+                principal,
+                f"time limit ({job.time_limit_s}s -> {seconds}s)",
+                raising=seconds > job.time_limit_s,
+                once_started="a running attempt keeps the time limit it started with "
+                "(`sam requeue` it to apply a new one)",
+            )
             changes.append(f"time limit {job.time_limit_s}s -> {seconds}s")
             job.time_limit_s = seconds
         if name is not None and name != job.name:
@@ -225,6 +221,17 @@ def update(
         return bool(changes)
 
     return _apply(session, principal, job_id, verb, what="so")
+
+
+def _check_change(
+    job: Job, principal: Principal, what: str, *, raising: bool, once_started: str
+) -> None:
+    """A change of `what` is allowed only while the job waits (`once_started` says why), and
+    raising it only to a cluster admin."""
+    if job.state not in WAITING:
+        raise InvalidTransition(f"job {job.id} is {job.state}; {once_started}")
+    if raising and not principal.is_admin:
+        raise Forbidden(f"raising job {job.id}'s {what} needs a cluster admin; you may lower it")
 
 
 def _seconds(value: str | int) -> int:

@@ -44,7 +44,7 @@ _INSERT_JOB = insert(JOBS)
 _INSERT_EVENT = insert(JOB_EVENTS)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 # The constant defaults Job's columns declare (state queued, attempts 0, ...), read once: a new
-# row starts from these. The callable ones (created_at, updated_at, files) `_job_values` sets.
+# row starts from these. The callable ones (created_at, updated_at, files) `new_job_values` sets.
 _COLUMN_DEFAULTS = {
     column.key: column.default.arg
     for column in JOBS.columns
@@ -189,7 +189,7 @@ def _insert_job(session: Session, values: dict[str, Any], principal: Principal) 
     )
 
 
-def _job_values(
+def new_job_values(
     principal: Principal,
     spec: JobSpec,
     files: dict[str, str],
@@ -260,7 +260,7 @@ def _idempotent_replay(session: Session, principal: Principal, key: str, digest:
     return job
 
 
-def _check_queued_quota(session: Session, principal: Principal, adding: int = 1) -> None:
+def check_queued_quota(session: Session, principal: Principal, adding: int = 1) -> None:
     limit = principal.quota.max_queued_jobs if principal.quota else None
     if limit is None:
         return

@@ -17,12 +17,12 @@ from sam_server.services.auth import Principal, tenant_of
 from sam_server.services.directives import check_directives, split_directives
 from sam_server.services.jobs import (
     Submitted,
-    _check_queued_quota,
     _idempotent_replay,
     _insert_job,
-    _job_values,
+    check_queued_quota,
     check_submittable,
     load_raw_spec,
+    new_job_values,
     request_hash,
 )
 from sam_server.services.spec_check import check_files, parse_spec
@@ -64,8 +64,8 @@ def submit_job(
     parsed = parse_spec(raw)
     check_files(parsed, files)
     check_submittable(session, principal, parsed)
-    _check_queued_quota(session, principal)
-    values = _job_values(principal, parsed, files, idempotency_key, digest)
+    check_queued_quota(session, principal)
+    values = new_job_values(principal, parsed, files, idempotency_key, digest)
     values.update(directives.columns())
     if idempotency_key:
         # Retries of one submit may race each other: the first INSERT wins the unique key and

@@ -38,6 +38,20 @@ def make_user(client, tenant: str, name: str, role: str = "user") -> dict[str, s
     return bearer(r.json()["token"])
 
 
+def alice_and_eve(client) -> tuple[dict[str, str], dict[str, str]]:  # type: ignore[no-untyped-def]
+    """Two tenants, acme and other, with a user each: alice's and eve's headers."""
+    make_tenant(client, "acme")
+    make_tenant(client, "other")
+    return make_user(client, "acme", "alice"), make_user(client, "other", "eve")
+
+
+def alice_job(client) -> tuple[dict[str, str], str]:  # type: ignore[no-untyped-def]
+    """Tenant acme, its user alice and a job she submitted: (alice's headers, the job's id)."""
+    make_tenant(client, "acme")
+    alice = make_user(client, "acme", "alice")
+    return alice, submit(client, alice).json()["id"]
+
+
 def spec(name: str = "job", **overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "name": name,

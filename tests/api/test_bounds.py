@@ -10,7 +10,7 @@ from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
 from sam_server.services.bounds import MAX_TEXT_BYTES, SUMMARY_BYTES, cap_text
 from sam_server.services.transitions import JobState, transition
-from tests.api.helpers import ADMIN, make_tenant, make_user, submit
+from tests.api.helpers import ADMIN, alice_job
 
 HUGE = "E" * (30 * 1024 * 1024)
 
@@ -27,9 +27,7 @@ def _fail_compile(url: str, job_id: str, message: str) -> None:
 
 
 def test_a_30mb_error_is_capped_stored_once_and_summarised_in_lists(client, settings):
-    make_tenant(client, "acme")
-    alice = make_user(client, "acme", "alice")
-    job_id = submit(client, alice).json()["id"]
+    alice, job_id = alice_job(client)
     url = settings.resolved_database_url
     _fail_compile(url, job_id, "ValueError: " + HUGE)
 
@@ -55,9 +53,7 @@ def test_a_30mb_error_is_capped_stored_once_and_summarised_in_lists(client, sett
 
 
 def test_every_log_line_a_worker_records_is_capped(client, settings):
-    make_tenant(client, "acme")
-    alice = make_user(client, "acme", "alice")
-    job_id = submit(client, alice).json()["id"]
+    alice, job_id = alice_job(client)
     url = settings.resolved_database_url
     with session_scope(url) as session:
         session.get(Job, job_id).lease_owner = "w1"
@@ -87,9 +83,7 @@ def test_cap_text_keeps_short_text_and_cuts_on_character_boundaries():
 
 
 def test_an_inflated_compile_summary_is_not_stored(client, settings):
-    make_tenant(client, "acme")
-    alice = make_user(client, "acme", "alice")
-    job_id = submit(client, alice).json()["id"]
+    alice, job_id = alice_job(client)
     url = settings.resolved_database_url
     with session_scope(url) as session:
         transition(session, session.get(Job, job_id), JobState.COMPILING, reason="test")

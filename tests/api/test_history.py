@@ -15,13 +15,11 @@ from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
 from sam_server.services import history, lifecycle
 from sam_server.services.transitions import transition
-from tests.api.helpers import make_tenant, make_user, submit
+from tests.api.helpers import alice_job
 
 
 def _running_job(client, settings) -> tuple[str, dict[str, str]]:  # type: ignore[no-untyped-def]
-    make_tenant(client, "acme")
-    alice = make_user(client, "acme", "alice")
-    job_id = submit(client, alice).json()["id"]
+    alice, job_id = alice_job(client)
     with session_scope(settings.resolved_database_url) as s:
         from sam_server.db.models import Job
 

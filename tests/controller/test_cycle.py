@@ -13,7 +13,7 @@ from sam_server.db.models import CompileServer, Job, JobAttempt, OutboxMessage
 from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
 from sam_server.services import lifecycle
-from tests.api.helpers import ADMIN, make_tenant, make_user, spec, submit
+from tests.api.helpers import ADMIN, alice_job, make_tenant, make_user, spec, submit
 
 
 @pytest.fixture
@@ -52,6 +52,25 @@ def _compile_ok(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
     with session_scope(url) as s:
         result = {"cache_key": "k", "cache_hit": False, "seconds": 0.1, "summary": {}}
         assert lifecycle.finish_compile(s, job_id=job_id, owner="c1", result=result) == "pending"
+
+
+def _compiled_job(api, settings) -> str:  # type: ignore[no-untyped-def]
+    """A job of alice (tenant acme), compiled, with the wafer online: placed by the next cycle."""
+    _, job_id = alice_job(api)
+    _online(settings)
+    run_cycle(settings)
+    _compile_ok(settings, job_id)
+    return job_id
+
+
+def _expire_lease(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The job's worker lease ran out (its worker died)."""
+    with session_scope(settings.resolved_database_url) as s:
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
 
 
 def test_cycle_sends_queued_jobs_to_compile_then_places_them(api, cluster_settings):
@@ -116,12 +135,7 @@ def test_waiting_jobs_get_reasons_positions_and_no_overlap(api, cluster_settings
 
 
 def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings):
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
-    _online(cluster_settings)
-    run_cycle(cluster_settings)
-    _compile_ok(cluster_settings, job_id)
+    job_id = _compiled_job(api, cluster_settings)
     run_cycle(cluster_settings)
     url = cluster_settings.resolved_database_url
     with session_scope(url) as s:
@@ -133,12 +147,7 @@ def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings)
             lifecycle.claim_run(s, job_id=job_id, attempt=1, wafer_id="w0", owner="b", lease_s=30)
             is None
         )
-    with session_scope(url) as s:  # the worker died: its lease runs out
-        s.execute(
-            update(Job)
-            .where(Job.id == job_id)
-            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-        )
+    _expire_lease(cluster_settings, job_id)  # the worker died: its lease runs out
     stats = run_cycle(cluster_settings)
     assert job_id in stats.reaped
     job = _job(cluster_settings, job_id)
@@ -152,21 +161,10 @@ def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings)
 
 
 def test_repeatedly_lost_job_fails_with_worker_lost(api, cluster_settings):
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
-    _online(cluster_settings)
-    run_cycle(cluster_settings)
-    _compile_ok(cluster_settings, job_id)
-    url = cluster_settings.resolved_database_url
+    job_id = _compiled_job(api, cluster_settings)
     for _ in range(cluster_settings.max_attempts):
         run_cycle(cluster_settings)
-        with session_scope(url) as s:
-            s.execute(
-                update(Job)
-                .where(Job.id == job_id)
-                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-            )
+        _expire_lease(cluster_settings, job_id)
     run_cycle(cluster_settings)
     job = _job(cluster_settings, job_id)
     assert job.state == "failed" and job.error_kind == "worker_lost"
@@ -209,9 +207,7 @@ def test_identical_job_reuses_the_artifact_and_is_placed_in_one_cycle(api, clust
 
 
 def test_a_wafer_whose_worker_is_gone_takes_no_new_jobs(api, cluster_settings):
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
+    alice, job_id = alice_job(api)
     url = cluster_settings.resolved_database_url
     _online(cluster_settings)
     run_cycle(cluster_settings)

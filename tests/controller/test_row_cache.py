@@ -9,7 +9,7 @@ from sqlalchemy import text, update
 from sam_server.controller.snapshot import load_active_jobs
 from sam_server.db.models import Job
 from sam_server.db.session import engine_for, session_scope
-from tests.api.helpers import make_tenant, make_user, spec, submit
+from tests.api.helpers import alice_job, make_tenant, make_user, spec, submit
 from tests.controller.test_cycle import api, cluster_settings  # noqa: F401
 
 
@@ -41,9 +41,7 @@ def test_a_write_committed_after_a_cycle_is_seen_by_the_next(api, cluster_settin
 
 def test_a_truncated_table_forgets_every_row(api, cluster_settings):  # noqa: F811
     url = cluster_settings.resolved_database_url
-    make_tenant(api, "acme")
-    alice = make_user(api, "acme", "alice")
-    job_id = submit(api, alice).json()["id"]
+    alice, job_id = alice_job(api)
     assert job_id in _rows(url)
     with engine_for(url).begin() as conn:
         statement = "DELETE FROM jobs" if url.startswith("sqlite") else "TRUNCATE jobs CASCADE"

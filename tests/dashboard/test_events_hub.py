@@ -22,7 +22,7 @@ from sam_server.db.models import Job, JobMetric, Wafer
 from sam_server.db.session import engine_for, session_scope
 from sam_server.services import observe
 from sam_server.services.transitions import transition
-from tests.api.helpers import make_tenant, make_user, submit
+from tests.api.helpers import alice_and_eve, alice_job, make_tenant, make_user, submit
 
 SSE = {"Accept": "text/event-stream"}
 
@@ -118,10 +118,7 @@ def test_a_change_that_commits_late_is_sent_and_resumable(live_server, settings,
 def test_followers_share_one_poll_but_see_only_their_tenant(live_server, settings, readers):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        make_tenant(client, "other")
-        alice = make_user(client, "acme", "alice")
-        eve = make_user(client, "other", "eve")
+        alice, eve = alice_and_eve(client)
         admin = {"Authorization": f"Bearer {settings.admin_token}"}
         for who in (alice, eve, admin):
             for _ in range(5):
@@ -183,9 +180,7 @@ def test_a_follower_that_stops_reading_is_dropped(client, settings, monkeypatch)
 def test_metrics_streams_of_one_job_share_one_poll(live_server, settings):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        alice = make_user(client, "acme", "alice")
-        job_id = submit(client, alice).json()["id"]
+        alice, job_id = alice_job(client)
         with session_scope(url) as s:
             job = s.get(Job, job_id)
             for state in ("compiling", "pending", "running"):
@@ -251,10 +246,7 @@ def test_a_revoked_token_ends_its_event_streams(live_server, settings, readers):
 
 def test_cluster_views_from_one_read_hide_other_tenants(client, settings):
     url = settings.resolved_database_url
-    make_tenant(client, "acme")
-    make_tenant(client, "other")
-    alice = make_user(client, "acme", "alice")
-    eve = make_user(client, "other", "eve")
+    alice, eve = alice_and_eve(client)
     mine, theirs = submit(client, alice).json()["id"], submit(client, eve).json()["id"]
     queued = submit(client, eve).json()["id"]
     with session_scope(url) as s:

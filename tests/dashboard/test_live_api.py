@@ -13,7 +13,7 @@ import httpx
 from sam_server.db.models import Job, JobMetric
 from sam_server.db.session import session_scope
 from sam_server.services.transitions import transition
-from tests.api.helpers import make_tenant, make_user, submit
+from tests.api.helpers import alice_and_eve, alice_job, make_tenant, make_user, submit
 
 SSE = {"Accept": "text/event-stream"}
 
@@ -64,10 +64,7 @@ def _run(url: str, job_id: str, steps: range, end: str | None, pause: float = 0.
 def test_metrics_stream_sends_each_step_then_the_end_and_resumes(live_server, settings):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        make_tenant(client, "other")
-        alice = make_user(client, "acme", "alice")
-        eve = make_user(client, "other", "eve")
+        alice, eve = alice_and_eve(client)
         job_id = submit(client, alice).json()["id"]
         worker = threading.Thread(target=_run, args=(url, job_id, range(3), "succeeded"))
         worker.start()
@@ -102,10 +99,7 @@ def test_metrics_stream_sends_each_step_then_the_end_and_resumes(live_server, se
 def test_events_stream_shows_only_the_callers_tenant(live_server, settings):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        make_tenant(client, "other")
-        alice = make_user(client, "acme", "alice")
-        eve = make_user(client, "other", "eve")
+        alice, eve = alice_and_eve(client)
         theirs = submit(client, eve).json()["id"]
         mine = submit(client, alice).json()["id"]
 
@@ -153,9 +147,7 @@ def test_events_stream_shows_only_the_callers_tenant(live_server, settings):
 def test_job_timeline_lists_every_transition(live_server, settings):
     url = settings.resolved_database_url
     with httpx.Client(base_url=live_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        alice = make_user(client, "acme", "alice")
-        job_id = submit(client, alice).json()["id"]
+        alice, job_id = alice_job(client)
         _run(url, job_id, range(0), "succeeded", pause=0)
         body = client.get(f"/api/v1/jobs/{job_id}/events", headers=alice).json()
         states = [(e["from_state"], e["to_state"]) for e in body["items"]]

@@ -11,13 +11,11 @@ from sam_server.db.models import Job, JobEvent
 from sam_server.db.session import session_scope
 from sam_server.errors import InvalidTransition
 from sam_server.services.transitions import ALLOWED, TERMINAL, JobState, can_transition, transition
-from tests.api.helpers import make_tenant, make_user, submit
+from tests.api.helpers import alice_job
 
 
 def test_every_pair_of_states_follows_the_table(client, settings):
-    make_tenant(client, "acme")
-    alice = make_user(client, "acme", "alice")
-    job_id = submit(client, alice).json()["id"]
+    alice, job_id = alice_job(client)
     url = settings.resolved_database_url
     for src, dst in product(JobState, JobState):
         with session_scope(url) as s:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from sam_worker.checks import attempts, double_runs, region_conflicts
-from tests.conftest import free_port
+from tests.e2e.local_cluster import TINY, running_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -28,27 +28,11 @@ def _spec(name: str, steps: int, priority: str = "normal", hidden: int = 64) -> 
 
 
 @pytest.fixture
-def small_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    from sam_server.config import Settings
-    from sam_worker.supervisor import Cluster
-
-    cluster_file = tmp_path / "cluster.yaml"
-    cluster_file.write_text(
-        "wafers:\n  - {id: tiny, arch: wse2, rows: 64, cols: 64}\ncompile_servers: 1\n"
-    )
-    monkeypatch.setenv("SAM_CLUSTER", str(cluster_file))
-    monkeypatch.setenv("SAM_PREEMPT_MIN_RUN_S", "1")
-    for key in ("SAM_DATABASE_URL", "SAM_BROKER_URL"):
-        monkeypatch.delenv(key, raising=False)
-    cluster = Cluster(
-        Settings(data_dir=tmp_path / "data", admin_token="sam-admin-e2e"), port=free_port()
-    )
-    cluster.start()
-    try:
-        cluster.wait_ready(120)
+def small_cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+    with running_cluster(
+        tmp_path, TINY, admin_token="sam-admin-e2e", SAM_PREEMPT_MIN_RUN_S="1"
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _setup(c) -> dict[str, str]:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ import pytest
 from client.sdk import SamClient
 from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
-from tests.api.helpers import ADMIN, make_tenant, make_user, submit
+from tests.api.helpers import ADMIN, alice_job, make_tenant, submit
 from tests.e2e.server_process import SAM, ServerProcess
 
 FOLLOWERS = 200
@@ -87,9 +87,7 @@ def sqlite_server(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_idle_followers_do_not_slow_other_calls(sqlite_server: ServerProcess):
     with httpx.Client(base_url=sqlite_server.url, timeout=30) as client:
-        make_tenant(client, "acme")
-        alice = make_user(client, "acme", "alice")
-        job_id = submit(client, alice).json()["id"]
+        alice, job_id = alice_job(client)
     _other_calls_p99(sqlite_server.url, alice, job_id, rounds=10)  # warm up
     without = _other_calls_p99(sqlite_server.url, alice, job_id)
 

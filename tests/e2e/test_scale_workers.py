@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -16,6 +14,7 @@ import pytest
 
 from sam_worker.checks import attempts, double_runs, region_conflicts
 from tests.conftest import free_port
+from tests.e2e.local_cluster import running_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -24,27 +23,15 @@ REPO = Path(__file__).resolve().parents[2]
 SLOW_IMPORT_S = 90  # a tenant's model that sleeps this long when imported (the issue: 45 s)
 
 
-@contextmanager
-def _cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster_yaml: str) -> Iterator:  # type: ignore[type-arg]
-    from sam_server.config import Settings
-    from sam_worker.supervisor import Cluster
-
-    cluster_file = tmp_path / "cluster.yaml"
-    cluster_file.write_text(cluster_yaml)
-    monkeypatch.setenv("SAM_CLUSTER", str(cluster_file))
-    for key in ("SAM_DATABASE_URL", "SAM_BROKER_URL"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("SAM_COMPILE_METRICS_PORT", str(free_port()))
-    monkeypatch.setenv("SAM_WAFER_METRICS_PORT", str(free_port()))
-    cluster = Cluster(
-        Settings(data_dir=tmp_path / "data", admin_token="sam-admin-e2e"), port=free_port()
+def _cluster(tmp_path: Path, cluster_yaml: str):  # type: ignore[no-untyped-def]
+    return running_cluster(
+        tmp_path,
+        cluster_yaml,
+        admin_token="sam-admin-e2e",
+        ready_s=180,
+        SAM_COMPILE_METRICS_PORT=str(free_port()),
+        SAM_WAFER_METRICS_PORT=str(free_port()),
     )
-    cluster.start()
-    try:
-        cluster.wait_ready(180)
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def _user(c, tenant: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -83,12 +70,12 @@ def _user_model_spec(name: str, hidden: int) -> tuple[dict, dict]:  # type: igno
     return spec, {"model.py": (REPO / "examples/user_model/model.py").read_text()}
 
 
-def test_a_tenants_slow_models_do_not_hold_another_tenants_compile(tmp_path, monkeypatch):
+def test_a_tenants_slow_models_do_not_hold_another_tenants_compile(tmp_path):
     yaml_text = (
         "wafers:\n  - {id: w0, arch: wse2, rows: 64, cols: 64}\n"
         "compile_servers: 1\ncompile_slots: 2\n"
     )
-    with _cluster(tmp_path, monkeypatch, yaml_text) as c:
+    with _cluster(tmp_path, yaml_text) as c:
         slow, quick = _user(c, "slowlab"), _user(c, "quicklab")
         slow_ids = []
         for k in range(2):  # two slow models (different sizes: no artifact to share)
@@ -137,9 +124,9 @@ def _port(name: str) -> str:
     return os.environ[name]
 
 
-def test_twelve_jobs_placed_on_one_wafer_all_run_at_once(tmp_path, monkeypatch):
+def test_twelve_jobs_placed_on_one_wafer_all_run_at_once(tmp_path):
     yaml_text = "wafers:\n  - {id: w0, arch: wse2, rows: 48, cols: 64, max_jobs: 12}\n"
-    with _cluster(tmp_path, monkeypatch, yaml_text) as c:
+    with _cluster(tmp_path, yaml_text) as c:
         who = _user(c, "lab")
         spec = {
             "model": {"builtin": "mlp", "kwargs": {"hidden": 16}},

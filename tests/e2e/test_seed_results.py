@@ -20,7 +20,7 @@ from client.jobspec import load_job_file
 from compiler.data import synthetic_batch
 from compiler.training import OptimizerConfig, compute_loss
 from sam_server.schemas.job_spec import JobSpec
-from tests.conftest import free_port
+from tests.e2e.local_cluster import TINY, running_cluster
 
 pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seed"
@@ -50,27 +50,9 @@ class Net(nn.Module):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from sam_server.config import Settings
-    from sam_worker.supervisor import Cluster
-
     root = tmp_path_factory.mktemp("seed-cluster")
-    cluster_file = root / "cluster.yaml"
-    cluster_file.write_text(
-        "wafers:\n  - {id: tiny, arch: wse2, rows: 64, cols: 64}\ncompile_servers: 1\n"
-    )
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SAM_CLUSTER", str(cluster_file))
-        for key in ("SAM_DATABASE_URL", "SAM_BROKER_URL"):
-            mp.delenv(key, raising=False)
-        c = Cluster(
-            Settings(data_dir=root / "data", admin_token="sam-admin-seed"), port=free_port()
-        )
-        c.start()
-        try:
-            c.wait_ready(120)
-            yield c
-        finally:
-            c.stop()
+    with running_cluster(root, TINY, admin_token="sam-admin-seed") as c:
+        yield c
 
 
 def _user(c, tenant: str, name: str) -> str:  # type: ignore[no-untyped-def]
