@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
 from sam_server.scheduling.geometry import FreeSpace
@@ -112,7 +113,8 @@ class _Cycle:
 
 def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
     """Free space, held rectangles and quota ledger of the snapshot."""
-    jobs_by_id = {j.id: j for j in snapshot.jobs}
+    running_now = [j for j in snapshot.jobs if j.state == "running"]
+    jobs_by_id = {j.id: j for j in running_now}  # (an allocation of another job holds it too)
     spaces: list[FreeSpace | None] = []
     held: list[list[Held]] = []
     ends: list[list[TimedRect]] = []
@@ -126,7 +128,7 @@ def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
         spaces.append(FreeSpace.of(wafer.rows, wafer.cols, rects) if usable else None)
     ledger = QuotaLedger.of(snapshot.tenants, snapshot.jobs)
     cycle = _Cycle(snapshot, now, config, spaces, ledger, held, ends)
-    ranks = [CLASS_RANK.get(j.priority_class, 1) for j in snapshot.jobs if j.state == "running"]
+    ranks = [CLASS_RANK.get(j.priority_class, 1) for j in running_now]
     cycle.lowest_running_rank = min(ranks, default=len(CLASS_RANK))
     return cycle
 
@@ -144,7 +146,7 @@ def _end_of(job: Job | None) -> float:
 
 
 def _queue_order(
-    waiting: list[Job], prios: dict[JobId, PriorityBreakdown], config: PolicyConfig
+    waiting: list[Job], prio_of: Callable[[Job], PriorityBreakdown] | None, config: PolicyConfig
 ) -> list[Job]:
     """Queue order: higher priority first, then earlier eligible, submitted, id (or FIFO).
 
@@ -155,10 +157,10 @@ def _queue_order(
     pass then runs on an input already ordered within each priority class (age keeps order),
     where the sort finds long runs instead of comparing 100,000 key tuples n log n times.
     """
-    if config.ordering == "fifo" or not prios:
+    if config.ordering == "fifo" or prio_of is None:
         return sorted(waiting, key=lambda j: (j.submitted_at, j.id))
     static = _STATIC.order(waiting)
-    totals = [-prios[j.id].total for j in static]
+    totals = [-prio_of(j).total for j in static]
     return [static[k] for k in sorted(range(len(static)), key=totals.__getitem__)]
 
 
@@ -500,17 +502,20 @@ def _compiles(queue: list[Job], snapshot: Snapshot) -> list[JobId]:
     if snapshot.compile_slots_free <= 0 or not queue:
         return []  # (the walk below would choose none)
     if cap:
-        for job in snapshot.jobs:
-            if job.state == "compiling":
-                held[job.tenant] = held.get(job.tenant, 0) + 1
+        for tenant in [j.tenant for j in snapshot.jobs if j.state == "compiling"]:
+            held[tenant] = held.get(tenant, 0) + 1
+    # tenants below their cap: once none is left, no later job can be chosen
+    room = {j.tenant for j in queue if not cap or held.get(j.tenant, 0) < cap}
     chosen: list[JobId] = []
     for job in queue:
-        if len(chosen) >= snapshot.compile_slots_free:
+        if len(chosen) >= snapshot.compile_slots_free or not room:
             break
         if cap and held.get(job.tenant, 0) >= cap:
             continue
         held[job.tenant] = held.get(job.tenant, 0) + 1
         chosen.append(job.id)
+        if cap and held[job.tenant] >= cap:
+            room.discard(job.tenant)
     return chosen
 
 
@@ -531,22 +536,23 @@ def plan(
     config = config or snapshot.config
     cycle = _init_cycle(snapshot, now, config)
     waiting = [j for j in snapshot.jobs if j.state in WAITING_STATES]
-    prios: dict[JobId, PriorityBreakdown] = {}
+    prio_of: Callable[[Job], PriorityBreakdown] | None = None
     if explain or config.ordering == "priority":
         cluster_pes = sum(w.rows * w.cols for w in snapshot.wafers if w.online)
         calc = PriorityCalculator(snapshot.tenants, cluster_pes, config)
-        prios = {j.id: calc.breakdown(j, now) for j in waiting}
-    ordered = _queue_order(waiting, prios, config)
+        prio_of = partial(calc.breakdown, now=now)  # (shared per equal job within one `now`)
+    ordered = _queue_order(waiting, prio_of, config)
     queue = compile_queue(ordered, snapshot.jobs, cycle.ledger)
     compiles = _compiles(queue, snapshot)
     _schedule_pending(cycle, _oldest_first([j for j in ordered if j.state == "pending"], cycle))
     started = {s.job_id for s in cycle.starts}
-    left = [j for j in ordered if j.id not in started] if explain else []
+    left = [j for j in ordered if j.id not in started] if started else ordered
+    left = left if explain else []
     return Plan(
         compiles=compiles,
         starts=cycle.starts,
         preemptions=cycle.preemptions,
-        waiting=_explain_all(cycle, left, prios, set(compiles), queue, explain_only)
+        waiting=_explain_all(cycle, left, prio_of, set(compiles), queue, explain_only)
         if explain
         else {},
         reservation=cycle.reservation,
@@ -559,7 +565,7 @@ def plan(
 def _explain_all(
     cycle: _Cycle,
     left: list[Job],
-    prios: dict[JobId, PriorityBreakdown],
+    prio_of: Callable[[Job], PriorityBreakdown] | None,
     dispatched: set[JobId],
     compile_order: list[Job],
     only: Callable[[int, Job], bool] | None = None,
@@ -604,6 +610,7 @@ def _explain_all(
     states = [j.state if j.id not in dispatched else "" for j in left] if dispatched else None
     if states is None:
         states = [j.state for j in left]
+    assert prio_of is not None  # (plan computes priorities whenever it explains)
     out: dict[JobId, JobExplain] = {}
     pending_ahead = queued_ahead = counted = 0
     for k in picked:
@@ -614,7 +621,7 @@ def _explain_all(
         job = left[k]
         compiles_ahead = ahead.get(job.id, queued_ahead)
         why = job_reasons(job, view, cycle.ledger, pending_ahead, compiles_ahead, cycle.now)
-        out[job.id] = JobExplain(k + 1, prios[job.id], why, etas.get(job.id))
+        out[job.id] = JobExplain(k + 1, prio_of(job), why, etas.get(job.id))
     return out
 
 
