@@ -107,6 +107,7 @@ def write_explanations(
     selection = selection or ExplainSelection(jobs, len(plan.waiting))
     depth, window = selection.depth, selection.window
     planned_at = utcnow().isoformat()
+    priorities: dict[int, dict[str, Any]] = {}  # jobs equal in every factor share one breakdown
     rows = []
     for job_id, info in plan.waiting.items():
         key = str(job_id)
@@ -116,21 +117,30 @@ def write_explanations(
         k = info.position - 1
         code = info.reasons[0].code if info.reasons else None
         if k < depth or k in window or code != row.reason:
-            rows.append({"_id": key, "explain": _explain(info, planned_at), "reason": code})
+            explain = _explain(info, planned_at, priorities)
+            rows.append({"_id": key, "explain": explain, "reason": code})
     store_explanations(session, rows)
     return len(rows)
 
 
-def _explain(info: JobExplain, planned_at: str) -> dict[str, Any]:
+def _explain(
+    info: JobExplain, planned_at: str, priorities: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """The stored explain document; `priorities` memoizes each breakdown's part (by object:
+    the plan holds them all while the cycle writes)."""
     eta = datetime.fromtimestamp(info.eta, UTC).isoformat() if info.eta is not None else None
+    prio = info.priority
+    priority = priorities.get(id(prio))
+    if priority is None:
+        priority = priorities[id(prio)] = {
+            "total": round(prio.total, 3),
+            "factors": {k: round(v, 4) for k, v in prio.factors.items()},
+            "weighted": {k: round(v, 3) for k, v in prio.weighted.items()},
+        }
     return {
         "position": info.position,
         "reasons": [{"code": r.code, "message": r.message} for r in info.reasons],
         "eta": eta,
-        "priority": {
-            "total": round(info.priority.total, 3),
-            "factors": {k: round(v, 4) for k, v in info.priority.factors.items()},
-            "weighted": {k: round(v, 3) for k, v in info.priority.weighted.items()},
-        },
+        "priority": priority,
         "planned_at": planned_at,
     }
