@@ -674,9 +674,13 @@ def _explain_all(
     out: dict[JobId, JobExplain] = {}
     pending_ahead = queued_ahead = counted = 0
     for k in picked:
-        between = states[counted:k]
-        pending_ahead += between.count("pending")
-        queued_ahead += between.count("queued")
+        if k == counted + 1:  # (every job explained: no slice per job)
+            pending_ahead += states[counted] == "pending"
+            queued_ahead += states[counted] == "queued"
+        elif k > counted:
+            between = states[counted:k]
+            pending_ahead += between.count("pending")
+            queued_ahead += between.count("queued")
         counted = k
         job = left[k]
         compiles_ahead = ahead.get(job.id, queued_ahead)
