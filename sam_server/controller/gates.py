@@ -36,7 +36,14 @@ def gate_jobs(session: Session, jobs: list[Any], *, kill_invalid_depend: bool) -
     """The ids of waiting jobs the policy must not see; writes each one's reasons (explain) and
     cancels those whose dependency can never be met if kill_invalid_depend applies. `jobs` are
     the cycle's plain rows (`snapshot.ActiveJob`): only a job to cancel is loaded as an object."""
-    waiting = [j for j in jobs if j.state in GATED_STATES and not j.cancel_requested]
+    # only a held, dependent or array job can be gated (one cheap pass over 100,000 rows)
+    waiting = [
+        j
+        for j in jobs
+        if (j.hold or j.dependency or j.array_job_id)
+        and j.state in GATED_STATES
+        and not j.cancel_requested
+    ]
     gates: dict[str, list[Gate]] = defaultdict(list)
     for job in waiting:
         if job.hold == "admin":
@@ -70,13 +77,6 @@ def gate_jobs(session: Session, jobs: list[Any], *, kill_invalid_depend: bool) -
 def _gate_arrays(jobs: list[Any], waiting: list[Any], gates: dict[str, list[Gate]]) -> None:
     """Admit an array's lowest waiting tasks up to its %N (minus the tasks in flight), and of
     tasks with one compile hash send only one to a compile server."""
-    in_flight: dict[str, int] = defaultdict(int)
-    compiling: dict[str, str] = {}
-    for job in jobs:
-        if job.array_job_id and job.state in IN_FLIGHT:
-            in_flight[job.array_job_id] += 1
-        if job.state == JobState.COMPILING and job.compile_hash:
-            compiling.setdefault(job.compile_hash, job.id)
     tasks = sorted(
         (
             j
@@ -85,6 +85,15 @@ def _gate_arrays(jobs: list[Any], waiting: list[Any], gates: dict[str, list[Gate
         ),
         key=lambda j: (j.array_job_id or "", j.array_task_id or 0),
     )
+    if not tasks:
+        return  # (no pass over every job when no array task waits)
+    in_flight: dict[str, int] = defaultdict(int)
+    compiling: dict[str, str] = {}
+    for job in jobs:
+        if job.array_job_id and job.state in IN_FLIGHT:
+            in_flight[job.array_job_id] += 1
+        if job.state == JobState.COMPILING and job.compile_hash:
+            compiling.setdefault(job.compile_hash, job.id)
     admitted: dict[str, int] = defaultdict(int)
     for job in tasks:
         array = job.array_job_id or ""

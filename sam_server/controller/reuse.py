@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import select
@@ -12,7 +14,7 @@ from sam_server.services.lifecycle import reuse_artifact
 from sam_server.states import JobState
 
 # A job in these states has no artifact of its own yet.
-_BEFORE_ARTIFACT = (JobState.QUEUED, JobState.COMPILING)
+_BEFORE_ARTIFACT = frozenset((JobState.QUEUED.value, JobState.COMPILING.value))
 
 # Per database: the queued and compiling jobs when these hashes were last found without an
 # artifact. An artifact appears only when a job's compile ends, so while every one of those jobs
@@ -26,7 +28,9 @@ def reuse_compiled(session: Session, jobs: list[Any]) -> int:
     queued = [
         j for j in jobs if j.state == JobState.QUEUED and j.compile_hash and not j.cancel_requested
     ]
-    waiting = {j.id for j in jobs if j.state in _BEFORE_ARTIFACT}
+    # (C-speed passes over 100,000 rows)
+    states = map(attrgetter("state"), jobs)
+    waiting = set(map(attrgetter("id"), compress(jobs, map(_BEFORE_ARTIFACT.__contains__, states))))
     url = str(session.get_bind().engine.url)
     tracked, without = _WITHOUT.get(url, (set(), set()))
     if not tracked <= waiting:  # some compile ended (or a job left): any hash may have one now

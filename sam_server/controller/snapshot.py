@@ -355,10 +355,22 @@ def build_snapshot(
     return Snapshot(
         wafers=tuple(wafers),
         tenants=tenants,
-        jobs=tuple(to_policy_job(j) for j in jobs if j.id not in gated),
+        jobs=_policy_jobs(jobs, gated),
         compile_slots_free=max(0, total - compiling),
         config=config,
         compile_slots_per_tenant=slots_per_tenant or (total - 1 if total > 1 else 0),
+    )
+
+
+def _policy_jobs(jobs: list[Any], gated: set[str] | frozenset[str]) -> tuple[PolicyJob, ...]:
+    """to_policy_job of every job not gated; the cached policy job read inline (no call per
+    unchanged row of 100,000)."""
+    kept = [j for j in jobs if j.id not in gated] if gated else jobs
+    return tuple(
+        j.policy
+        if type(j) is ActiveJob and j.policy is not None and j.policy_state == j.state
+        else to_policy_job(j)
+        for j in kept
     )
 
 

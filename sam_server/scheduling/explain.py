@@ -109,16 +109,16 @@ def estimate_starts(
     `held` is (end time, PEs) of each running job (this plan's starts included) and `capacity`
     the PEs of all online wafers. Geometry is ignored except for the reserved job, whose ETA is
     its reservation's start. The estimate is pessimistic (backfill may start a job sooner).
-    Jobs beyond `depth`, or larger than every online wafer, get None.
+    Jobs larger than every online wafer get None; jobs beyond `depth` are left out (None).
     """
     heap = [(max(now, end), pes) for end, pes in held]
     heapq.heapify(heap)
     free = capacity - sum(p for _, p in held)
     clock = now
     etas: dict[JobId, float | None] = {}
-    for k, job in enumerate(ordered):
+    for job in ordered[: max(depth, 0)]:
         need = job.pes
-        if k >= depth or need > largest_wafer:
+        if need > largest_wafer:
             etas[job.id] = None
             continue
         while free < need and heap:

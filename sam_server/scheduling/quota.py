@@ -131,9 +131,13 @@ class QuotaLedger:
 
 def _over_queued(quotas: Mapping[str, Quota], jobs: Sequence[Job]) -> set[JobId]:
     """Jobs beyond their tenant's `max_queued_jobs`, counting running jobs first, then by age."""
+    limited = {name for name, quota in quotas.items() if quota.max_queued_jobs is not None}
+    if not limited:
+        return set()  # (no pass over every job when no tenant has the limit)
     by_tenant: dict[str, list[Job]] = {}
     for job in jobs:
-        by_tenant.setdefault(job.tenant, []).append(job)
+        if job.tenant in limited:
+            by_tenant.setdefault(job.tenant, []).append(job)
     over: set[JobId] = set()
     for tenant, tenant_jobs in by_tenant.items():
         quota = quotas.get(tenant)
