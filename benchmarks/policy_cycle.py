@@ -16,12 +16,12 @@ import time
 
 from sam_server.scheduling import (
     Allocation,
-    Job,
     PolicyConfig,
-    Quota,
+    PolicyJob,
+    PolicyQuota,
+    PolicyWafer,
     Snapshot,
     TenantState,
-    Wafer,
     plan,
 )
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached
@@ -40,11 +40,11 @@ def _shape(rng: random.Random, low: int = 30, high: int = 150) -> tuple[int, int
 
 def _running(
     rng: random.Random, wafers: int, count: int, now: float
-) -> tuple[list[Job], list[list[Allocation]]]:
+) -> tuple[list[PolicyJob], list[list[Allocation]]]:
     """`count` running jobs packed onto the wafers by first fit (round-robin start wafer)."""
     spaces = [FreeSpace.of(ROWS, COLS, []) for _ in range(wafers)]
     allocs: list[list[Allocation]] = [[] for _ in range(wafers)]
-    jobs: list[Job] = []
+    jobs: list[PolicyJob] = []
     for _ in range(50 * count):
         if len(jobs) >= count:
             break
@@ -58,7 +58,7 @@ def _running(
         allocs[spot.wafer_index].append(Allocation(jid, tenant, spot.row, spot.col, rows, cols))
         started = now - rng.uniform(0, 7200)
         jobs.append(
-            Job(
+            PolicyJob(
                 jid,
                 tenant,
                 f"{tenant}-u{rng.randint(0, 9)}",
@@ -79,7 +79,7 @@ def _running(
 
 def _pending(
     rng: random.Random, count: int, first_id: int, now: float, flexible: bool = True
-) -> list[Job]:
+) -> list[PolicyJob]:
     states = ("pending",) * 8 + ("queued", "compiling")
     jobs = []
     for k in range(count):
@@ -87,7 +87,7 @@ def _pending(
         tenant = rng.choice(TENANTS)
         submitted = now - rng.uniform(0, 86400)
         jobs.append(
-            Job(
+            PolicyJob(
                 first_id + k,
                 tenant,
                 f"{tenant}-u{rng.randint(0, 9)}",
@@ -111,10 +111,12 @@ def build_snapshot(
     rng = random.Random(seed)
     now = 1.0e6
     run_jobs, allocs = _running(rng, wafers, running, now)
-    wafer_list = tuple(Wafer(f"wse-{i}", ROWS, COLS, True, tuple(a)) for i, a in enumerate(allocs))
+    wafer_list = tuple(
+        PolicyWafer(f"wse-{i}", ROWS, COLS, True, tuple(a)) for i, a in enumerate(allocs)
+    )
     tenants = {
         t: TenantState(
-            Quota(max_pes=4 * ROWS * COLS, max_running_jobs=400, share=1.0 + i),
+            PolicyQuota(max_pes=4 * ROWS * COLS, max_running_jobs=400, share=1.0 + i),
             rng.uniform(1e9, 1e11),
         )
         for i, t in enumerate(TENANTS)

@@ -13,9 +13,15 @@ from sqlalchemy.orm import Session
 
 from sam_server.db.models import CompileServer, Job, Tenant, User, Wafer
 from sam_server.db.types import as_utc
-from sam_server.scheduling import Allocation, PolicyConfig, Quota, Snapshot, TenantState
-from sam_server.scheduling import Job as PolicyJob
-from sam_server.scheduling import Wafer as PolicyWafer
+from sam_server.scheduling import (
+    Allocation,
+    PolicyConfig,
+    PolicyJob,
+    PolicyQuota,
+    PolicyWafer,
+    Snapshot,
+    TenantState,
+)
 from sam_server.scheduling.fairshare import decay_usage
 from sam_server.scheduling.model import JobState as PolicyState
 from sam_server.scheduling.shapes import flexible_shapes
@@ -382,7 +388,9 @@ def _tenant_state(
         select(User.name, User.usage_pe_s).where(User.tenant_id == tenant.id)
     ).all()
     return TenantState(
-        quota=Quota(tenant.max_pes, tenant.max_running_jobs, tenant.max_queued_jobs, tenant.share),
+        quota=PolicyQuota(
+            tenant.max_pes, tenant.max_running_jobs, tenant.max_queued_jobs, tenant.share
+        ),
         usage_pe_s=decay_usage(tenant.usage_pe_s, elapsed, config.half_life_s),
         user_usage_pe_s={name: usage for name, usage in users},
     )

@@ -20,12 +20,12 @@ from sam_server.scheduling.geometry import FreeSpace, Rect
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Allocation,
-    Job,
     PolicyConfig,
-    Quota,
+    PolicyJob,
+    PolicyQuota,
+    PolicyWafer,
     Snapshot,
     TenantState,
-    Wafer,
 )
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.policy import plan
@@ -52,7 +52,7 @@ class ClusterSpec:
 
 @dataclass
 class _Running:
-    job: Job
+    job: PolicyJob
     wafer: int
     alloc: Allocation
     end: float
@@ -65,7 +65,7 @@ class _State:
     spec: ClusterSpec
     config: PolicyConfig
     trace: dict[int, TraceJob]
-    pending: dict[int, Job] = field(default_factory=dict)
+    pending: dict[int, PolicyJob] = field(default_factory=dict)
     running: dict[int, _Running] = field(default_factory=dict)
     remaining: dict[int, float] = field(default_factory=dict)
     first_start: dict[int, float] = field(default_factory=dict)
@@ -77,7 +77,7 @@ class _State:
     migrations: int = 0
     lost_s: float = 0.0
     users: tuple[str, ...] = ()
-    asked: dict[int, Job] = field(default_factory=dict)
+    asked: dict[int, PolicyJob] = field(default_factory=dict)
     held_shape: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -87,11 +87,11 @@ def _snapshot(state: _State) -> Snapshot:
     for run in state.running.values():
         allocs[run.wafer].append(run.alloc)
     wafers = tuple(
-        Wafer(f"w{i}", state.spec.rows, state.spec.cols, True, tuple(a))
+        PolicyWafer(f"w{i}", state.spec.rows, state.spec.cols, True, tuple(a))
         for i, a in enumerate(allocs)
     )
     tenants = {
-        u: TenantState(Quota(), state.usage.get(u, 0.0), {u: state.usage.get(u, 0.0)})
+        u: TenantState(PolicyQuota(), state.usage.get(u, 0.0), {u: state.usage.get(u, 0.0)})
         for u in state.users
     }
     jobs = tuple(r.job for r in state.running.values()) + tuple(state.pending.values())
@@ -219,7 +219,7 @@ def _could_start(state: _State) -> bool:
     return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
 
 
-def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
+def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> PolicyJob:
     """The policy's job for a trace job: its compiler shape, and the flexible alternatives."""
     pes = t.procs * spec.pes_per_proc
     alternatives = (
@@ -228,7 +228,7 @@ def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> Job:
         *shrunk_shapes(pes, spec.rows, spec.cols, spec.mold_shrink),
     )
     fitting = tuple(s for s in alternatives if s[0] <= spec.rows and s[1] <= spec.cols)
-    return Job(
+    return PolicyJob(
         t.id,
         t.user,
         t.user,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from sam_server.scheduling import reasons
 from sam_server.scheduling.geometry import FreeSpace
-from sam_server.scheduling.model import Job, JobId, Reason, Reservation
+from sam_server.scheduling.model import JobId, PolicyJob, Reason, Reservation
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.quota import QuotaLedger
 
@@ -37,7 +37,7 @@ class ClusterView:
         self.largest = max(rects, key=lambda rc: rc[0] * rc[1], default=(0, 0))
 
 
-def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
+def _resource_reasons(job: PolicyJob, view: ClusterView, now: float) -> list[Reason]:
     """WaferUnavailable, Resources, Fragmented or ReservedFor, whichever holds for `job` now."""
     if not any(r >= job.rows and c >= job.cols for r, c in view.distinct):
         return [reasons.wafer_unavailable(job.rows, job.cols)]
@@ -52,7 +52,7 @@ def _resource_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
     return []
 
 
-def _flexible_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
+def _flexible_reasons(job: PolicyJob, view: ClusterView, now: float) -> list[Reason]:
     """The resource reasons of the asked shape, unless another accepted shape fits now; a
     flexible job's message names how many other shapes it would take."""
     shapes = job.candidate_shapes(view.flexible)
@@ -70,7 +70,7 @@ def _flexible_reasons(job: Job, view: ClusterView, now: float) -> list[Reason]:
 
 
 def job_reasons(
-    job: Job,
+    job: PolicyJob,
     view: ClusterView,
     ledger: QuotaLedger,
     waiting_ahead: int,
@@ -96,7 +96,7 @@ def job_reasons(
 
 
 def estimate_starts(
-    ordered: Sequence[Job],
+    ordered: Sequence[PolicyJob],
     held: Sequence[tuple[float, int]],
     capacity: int,
     largest_wafer: int,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sam_server.scheduling.geometry import FreeSpace, maximal_empty_rects
-from sam_server.scheduling.model import Job, PolicyConfig, Wafer, arch_matches
+from sam_server.scheduling.model import PolicyConfig, PolicyJob, PolicyWafer, arch_matches
 from sam_server.scheduling.placement import best_fit_on
 from sam_server.scheduling.preemption import Held
 
@@ -35,7 +35,7 @@ class MigrationChoice:
     """Move `job` (running on wafer `from_index`) to (to_index, row, col, rows, cols); the
     blocked job then starts at (wafer_index, row, col) in shape rows x cols."""
 
-    job: Job
+    job: PolicyJob
     from_index: int
     to_index: int
     to_rect: tuple[int, int, int, int]
@@ -46,7 +46,7 @@ class MigrationChoice:
     cols: int
 
 
-def can_migrate(job: Job, now: float, config: PolicyConfig) -> bool:
+def can_migrate(job: PolicyJob, now: float, config: PolicyConfig) -> bool:
     """Whether a running `job` may be moved now (checkpointing, ran long enough, under the
     per-job bound shared with preemption)."""
     if not job.preemptible or job.state != "running" or job.started_at is None:
@@ -58,10 +58,10 @@ def can_migrate(job: Job, now: float, config: PolicyConfig) -> bool:
 
 
 def choose_migration(
-    blocked: Job,
+    blocked: PolicyJob,
     wafers: Sequence[tuple[int, int, Sequence[Held]] | None],
     spaces: Sequence[FreeSpace | None],
-    all_wafers: Sequence[Wafer],
+    all_wafers: Sequence[PolicyWafer],
     now: float,
     config: PolicyConfig,
 ) -> MigrationChoice | None:
@@ -114,7 +114,7 @@ def _target(
     home: int,
     after: FreeSpace,
     spaces: Sequence[FreeSpace | None],
-    wafers: Sequence[Wafer],
+    wafers: Sequence[PolicyWafer],
     config: PolicyConfig,
 ) -> tuple[int, tuple[int, int, int, int]] | None:
     """Where the moved job restarts: its wafer (around the blocked job's new rectangle) first,

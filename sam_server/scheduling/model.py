@@ -35,7 +35,7 @@ class Allocation:
 
 
 @dataclass(frozen=True)
-class Wafer:
+class PolicyWafer:
     """One wafer's PE grid (rows x cols), the regions allocated on it, and its arch ("wse2",
     "wse3"; None in traces, where every job may use every wafer)."""
 
@@ -49,7 +49,7 @@ class Wafer:
 
 
 @dataclass(frozen=True)
-class Quota:
+class PolicyQuota:
     """A tenant's limits (None = no limit) and fair-share weight, as in CONTRACT section 2."""
 
     max_pes: int | None = None
@@ -62,13 +62,13 @@ class Quota:
 class TenantState:
     """A tenant's quota and its decayed usage in PE-seconds (total and per user)."""
 
-    quota: Quota = field(default_factory=Quota)
+    quota: PolicyQuota = field(default_factory=PolicyQuota)
     usage_pe_s: float = 0.0
     user_usage_pe_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class Job:
+class PolicyJob:
     """A job that is not yet terminal. `rows` x `cols` is the region shape the job needs.
 
     `eligible_at` is when the job became eligible to run (age accrues from it); `started_at` is
@@ -122,7 +122,7 @@ class Job:
         return (asked, *(s for s in self.shapes if s != asked))
 
 
-def arch_matches(wafer: Wafer, job: Job) -> bool:
+def arch_matches(wafer: PolicyWafer, job: PolicyJob) -> bool:
     """Whether `job` may run on `wafer`: same arch, or either side does not say."""
     return job.arch is None or wafer.arch is None or wafer.arch == job.arch
 
@@ -203,9 +203,9 @@ class PolicyConfig:
 class Snapshot:
     """Everything the policy may look at: wafers, tenants, jobs not terminal, free compile slots."""
 
-    wafers: tuple[Wafer, ...]
+    wafers: tuple[PolicyWafer, ...]
     tenants: dict[str, TenantState]
-    jobs: tuple[Job, ...]
+    jobs: tuple[PolicyJob, ...]
     compile_slots_free: int = 0
     config: PolicyConfig = field(default_factory=PolicyConfig)
     # Compiles one tenant may have in flight at once (0 = no limit besides the free slots).

@@ -33,17 +33,17 @@ from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.migration import choose_migration
 from sam_server.scheduling.model import (
     CLASS_RANK,
-    Job,
     JobExplain,
     JobId,
     Plan,
     PolicyConfig,
+    PolicyJob,
+    PolicyWafer,
     Preempt,
     PriorityBreakdown,
     Reservation,
     Snapshot,
     Start,
-    Wafer,
     WaferMetrics,
     arch_matches,
 )
@@ -137,12 +137,12 @@ def _init_cycle(snapshot: Snapshot, now: float, config: PolicyConfig) -> _Cycle:
     return cycle
 
 
-def _slots_full(wafer: Wafer, regions: int) -> bool:
+def _slots_full(wafer: PolicyWafer, regions: int) -> bool:
     """The wafer's worker runs `max_jobs` regions at once: no more may be placed on it."""
     return wafer.max_jobs is not None and regions >= wafer.max_jobs
 
 
-def _end_of(job: Job | None) -> float:
+def _end_of(job: PolicyJob | None) -> float:
     """When a running job is expected to end (its time limit); inf for an unknown holder."""
     if job is None or job.started_at is None:
         return float("inf")
@@ -150,8 +150,10 @@ def _end_of(job: Job | None) -> float:
 
 
 def _queue_order(
-    waiting: list[Job], prio_of: Callable[[Job], PriorityBreakdown] | None, config: PolicyConfig
-) -> list[Job]:
+    waiting: list[PolicyJob],
+    prio_of: Callable[[PolicyJob], PriorityBreakdown] | None,
+    config: PolicyConfig,
+) -> list[PolicyJob]:
     """Queue order: higher priority first, then earlier eligible, submitted, id (or FIFO).
 
     Sorted in two stable passes with the same result as one sort by the whole key: the jobs in
@@ -170,7 +172,7 @@ def _queue_order(
     return list(map(static.__getitem__, sorted(range(len(static)), key=totals.__getitem__)))
 
 
-_ALL_BUT_ID = attrgetter(*(f.name for f in fields(Job) if f.name != "id"))
+_ALL_BUT_ID = attrgetter(*(f.name for f in fields(PolicyJob) if f.name != "id"))
 """A job's every field but its id: jobs equal in it have equal priorities."""
 _FEW_NEW = 64
 """New jobs inserted one by one (bisect) into the kept order; more are merged by a sort."""
@@ -183,16 +185,18 @@ class _StaticOrder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last: tuple[list[Job], list[int], set[int]] = ([], [], set())
+        self._last: tuple[list[PolicyJob], list[int], set[int]] = ([], [], set())
         self._group_ids: dict[tuple[object, ...], int] = {}
-        self._members: list[Job] = []
+        self._members: list[PolicyJob] = []
 
-    def order(self, waiting: list[Job]) -> tuple[list[Job], list[int], list[Job]]:
+    def order(self, waiting: list[PolicyJob]) -> tuple[list[PolicyJob], list[int], list[PolicyJob]]:
         """(`waiting` in static order, each one's group, one job of each group)."""
         with self._lock:
             return self._order(waiting)
 
-    def _order(self, waiting: list[Job]) -> tuple[list[Job], list[int], list[Job]]:
+    def _order(
+        self, waiting: list[PolicyJob]
+    ) -> tuple[list[PolicyJob], list[int], list[PolicyJob]]:
         last, last_groups, seen = self._last  # `seen`: the ids of `last`
         now = set(map(id, waiting))
         if len(now) < len(waiting):  # one object twice (never from a snapshot): no memo
@@ -220,7 +224,7 @@ class _StaticOrder:
         self._last = (kept, groups, now)
         return kept, groups, self._members
 
-    def _group(self, job: Job) -> int:
+    def _group(self, job: PolicyJob) -> int:
         key = _ALL_BUT_ID(job)
         found = self._group_ids.get(key)
         if found is None:
@@ -233,19 +237,19 @@ _ID, _STATE, _TENANT = attrgetter("id"), attrgetter("state"), attrgetter("tenant
 _IS_WAITING = frozenset(WAITING_STATES).__contains__
 
 
-def _in_state(jobs: list[Job], state: str) -> list[Job]:
+def _in_state(jobs: list[PolicyJob], state: str) -> list[PolicyJob]:
     """The jobs in `state`, in order (C-speed passes: this runs over 100,000 jobs)."""
     return list(compress(jobs, map(eq, repeat(state), map(_STATE, jobs))))
 
 
-def _static_key(job: Job) -> tuple[float | JobId, ...]:
+def _static_key(job: PolicyJob) -> tuple[float | JobId, ...]:
     return (job.eligible_at, job.submitted_at, job.id)
 
 
 _STATIC = _StaticOrder()
 
 
-def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> None:
+def _start(cycle: _Cycle, job: PolicyJob, wafer_index: int, row: int, col: int) -> None:
     """Record a start (in `job`'s shape) and take its rectangle out of every view."""
     rect = (row, col, job.rows, job.cols)
     space = cycle.spaces[wafer_index]
@@ -263,7 +267,9 @@ def _start(cycle: _Cycle, job: Job, wafer_index: int, row: int, col: int) -> Non
             layer.spaces[wafer_index], layer.fit = None, None
 
 
-def _for_arch(cycle: _Cycle, job: Job, spaces: list[FreeSpace | None]) -> list[FreeSpace | None]:
+def _for_arch(
+    cycle: _Cycle, job: PolicyJob, spaces: list[FreeSpace | None]
+) -> list[FreeSpace | None]:
     """`spaces` with every wafer of another arch than the job's masked out (None)."""
     if job.arch is None:
         return spaces
@@ -271,7 +277,7 @@ def _for_arch(cycle: _Cycle, job: Job, spaces: list[FreeSpace | None]) -> list[F
     return [s if arch_matches(w, job) else None for s, w in zip(spaces, wafers, strict=True)]
 
 
-def _try_start(cycle: _Cycle, job: Job) -> bool:
+def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
     """Start `job` now if one of its shapes fits (around the reservations); True if it did.
 
     A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
@@ -309,7 +315,7 @@ def _try_start(cycle: _Cycle, job: Job) -> bool:
     return True
 
 
-def _try_preempt(cycle: _Cycle, job: Job) -> bool:
+def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
     """Preempt lower-class jobs for the top blocked `job` if that lets it start; True if so."""
     wafers = [
         (w.rows, w.cols, cycle.held[i])
@@ -331,7 +337,7 @@ def _try_preempt(cycle: _Cycle, job: Job) -> bool:
     return True
 
 
-def _may_migrate(cycle: _Cycle, job: Job) -> bool:
+def _may_migrate(cycle: _Cycle, job: PolicyJob) -> bool:
     """Whether `job` gets this cycle's one migration attempt: the first blocked job, before any
     reservation is made, once it has waited `reserve_after_s`."""
     if not cycle.config.migration or cycle.migrate_tried or cycle.reservations:
@@ -342,7 +348,7 @@ def _may_migrate(cycle: _Cycle, job: Job) -> bool:
     return True
 
 
-def _try_migrate(cycle: _Cycle, job: Job) -> bool:
+def _try_migrate(cycle: _Cycle, job: PolicyJob) -> bool:
     """Move one running checkpointing job so that `job` starts now; True if a move was planned.
 
     Only when `job` would otherwise wait `migrate_min_gain_s` or more (its earliest start from
@@ -400,7 +406,7 @@ def _try_migrate(cycle: _Cycle, job: Job) -> bool:
     return True
 
 
-def _reserve(cycle: _Cycle, job: Job) -> None:
+def _reserve(cycle: _Cycle, job: PolicyJob) -> None:
     """Give a blocked job a rectangle and start time; block it for the jobs that overlap it.
 
     Earlier reservations count as held until they end, so a later one never overlaps them in
@@ -443,7 +449,7 @@ def _reserve(cycle: _Cycle, job: Job) -> None:
     )
 
 
-def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
+def _schedule_pending(cycle: _Cycle, pending: list[PolicyJob]) -> None:
     """The walk of step 3 over pending jobs in queue order."""
     blocked_seen = False
     for job in pending:
@@ -466,7 +472,7 @@ def _schedule_pending(cycle: _Cycle, pending: list[Job]) -> None:
                 _reserve(cycle, job)
 
 
-def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
+def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
     """The walk order: the `protect_oldest` longest-waiting jobs of the top class go first.
 
     Ordering by priority alone lets a steady stream of short jobs keep a long one waiting; put
@@ -505,7 +511,7 @@ def _oldest_first(pending: list[Job], cycle: _Cycle) -> list[Job]:
     return [*first, *(j for j in pending if id(j) not in chosen)]
 
 
-def _may_preempt(cycle: _Cycle, job: Job) -> bool:
+def _may_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
     """Whether `job` gets this cycle's one preemption attempt: the first blocked job whose class
     is above the lowest class running (checking every blocked job would cost O(queue x held))."""
     if not cycle.config.preemption or cycle.preempt_tried:
@@ -516,7 +522,9 @@ def _may_preempt(cycle: _Cycle, job: Job) -> bool:
     return True
 
 
-def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger) -> list[Job]:
+def compile_queue(
+    ordered: list[PolicyJob], jobs: tuple[PolicyJob, ...], ledger: QuotaLedger
+) -> list[PolicyJob]:
     """The queued jobs in the order they get compile slots: fair between tenants.
 
     Each next place goes to the tenant with the fewest compiles in flight or already placed
@@ -529,7 +537,7 @@ def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger
         queued = [j for j in queued if j.id not in over]
     if len(set(map(_TENANT, queued))) <= 1:  # one tenant: its own order (the heap gives it)
         return queued
-    per_tenant: dict[str, list[Job]] = {}
+    per_tenant: dict[str, list[PolicyJob]] = {}
     for job in queued:
         per_tenant.setdefault(job.tenant, []).append(job)
     load: dict[str, int] = {}
@@ -540,7 +548,7 @@ def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger
     heap = [(load.get(t, 0), rank[id(q[0])], t) for t, q in per_tenant.items()]
     heapq.heapify(heap)
     taken = dict.fromkeys(per_tenant, 0)
-    out: list[Job] = []
+    out: list[PolicyJob] = []
     while heap:
         n, _, tenant = heapq.heappop(heap)
         queue = per_tenant[tenant]
@@ -551,7 +559,7 @@ def compile_queue(ordered: list[Job], jobs: tuple[Job, ...], ledger: QuotaLedger
     return out
 
 
-def _compiles(queue: list[Job], snapshot: Snapshot) -> list[JobId]:
+def _compiles(queue: list[PolicyJob], snapshot: Snapshot) -> list[JobId]:
     """The first jobs of the compile queue for the free slots, each tenant within its cap."""
     cap = snapshot.compile_slots_per_tenant
     held: dict[str, int] = {}
@@ -580,7 +588,7 @@ def plan(
     now: float,
     config: PolicyConfig | None = None,
     explain: bool = True,
-    explain_only: Callable[[int, Job], bool] | None = None,
+    explain_only: Callable[[int, PolicyJob], bool] | None = None,
 ) -> Plan:
     """One scheduling cycle: compiles, starts, preemptions, and the explanation of every wait.
 
@@ -592,7 +600,7 @@ def plan(
     config = config or snapshot.config
     cycle = _init_cycle(snapshot, now, config)
     waiting = list(compress(snapshot.jobs, map(_IS_WAITING, map(_STATE, snapshot.jobs))))
-    prio_of: Callable[[Job], PriorityBreakdown] | None = None
+    prio_of: Callable[[PolicyJob], PriorityBreakdown] | None = None
     if explain or config.ordering == "priority":
         cluster_pes = sum(w.rows * w.cols for w in snapshot.wafers if w.online)
         calc = PriorityCalculator(snapshot.tenants, cluster_pes, config)
@@ -620,11 +628,11 @@ def plan(
 
 def _explain_all(
     cycle: _Cycle,
-    left: list[Job],
-    prio_of: Callable[[Job], PriorityBreakdown] | None,
+    left: list[PolicyJob],
+    prio_of: Callable[[PolicyJob], PriorityBreakdown] | None,
     dispatched: set[JobId],
-    compile_order: list[Job],
-    only: Callable[[int, Job], bool] | None = None,
+    compile_order: list[PolicyJob],
+    only: Callable[[int, PolicyJob], bool] | None = None,
 ) -> dict[JobId, JobExplain]:
     """JobExplain for every job left waiting, in queue order; a queued job's compiles ahead
     are counted in the compile queue (fair between tenants), not in the priority order.
@@ -689,7 +697,7 @@ def _explain_all(
     return out
 
 
-def _picked(left: list[Job], only: Callable[[int, Job], bool] | None) -> list[int]:
+def _picked(left: list[PolicyJob], only: Callable[[int, PolicyJob], bool] | None) -> list[int]:
     """The indexes in `left` of the jobs to explain, ascending."""
     if only is None:
         return list(range(len(left)))

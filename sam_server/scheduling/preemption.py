@@ -22,7 +22,7 @@ from sam_server.scheduling.geometry import (
     maximal_empty_rects,
     occupy,
 )
-from sam_server.scheduling.model import CLASS_RANK, Job, PolicyConfig
+from sam_server.scheduling.model import CLASS_RANK, PolicyConfig, PolicyJob
 from sam_server.scheduling.placement import best_fit_on
 
 
@@ -31,7 +31,7 @@ class Held:
     """A rectangle held on a wafer, with the running job that holds it (None: not preemptible)."""
 
     rect: Rect
-    job: Job | None
+    job: PolicyJob | None
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,14 @@ class PreemptionChoice:
     """Victims to stop on wafer `wafer_index` and the rectangle the preemptor will get."""
 
     wafer_index: int
-    victims: tuple[Job, ...]
+    victims: tuple[PolicyJob, ...]
     row: int
     col: int
 
 
-def can_be_victim(victim: Job, preemptor: Job, now: float, config: PolicyConfig) -> bool:
+def can_be_victim(
+    victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig
+) -> bool:
     """Whether `victim` may be preempted for `preemptor` at `now` under the thrash protections."""
     if not victim.preemptible or victim.state != "running" or victim.started_at is None:
         return False
@@ -86,7 +88,7 @@ def _fewest_needed(
 
 
 def _victims_on(
-    job: Job, wafer: tuple[int, int], held: Sequence[Held], now: float, config: PolicyConfig
+    job: PolicyJob, wafer: tuple[int, int], held: Sequence[Held], now: float, config: PolicyConfig
 ) -> tuple[list[int], FreeSpace] | None:
     """Indexes (into `held`) of the fewest victims that let `job` fit on this wafer, or None."""
     if job.rows > wafer[0] or job.cols > wafer[1]:
@@ -117,7 +119,7 @@ def _victims_on(
 
 
 def choose_victims(
-    job: Job,
+    job: PolicyJob,
     wafers: Sequence[tuple[int, int, Sequence[Held]] | None],
     now: float,
     config: PolicyConfig,

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from sam_server.scheduling.fairshare import combined_factor, tenant_factors, user_factor
 from sam_server.scheduling.model import (
     CLASS_RANK,
-    Job,
     PolicyConfig,
+    PolicyJob,
     PriorityBreakdown,
     TenantState,
 )
@@ -39,7 +39,7 @@ from sam_server.scheduling.model import (
 FACTOR_NAMES = ("priority_class", "fair_share", "age", "size")
 
 
-def size_factor(job: Job, cluster_pes: int, config: PolicyConfig) -> float:
+def size_factor(job: PolicyJob, cluster_pes: int, config: PolicyConfig) -> float:
     """The job-size factor in [0, 1] (see the module docstring)."""
     if cluster_pes <= 0:
         return 0.0
@@ -50,7 +50,7 @@ def size_factor(job: Job, cluster_pes: int, config: PolicyConfig) -> float:
     return max(0.0, 1.0 - math.log1p(limit) / math.log1p(horizon))
 
 
-def age_factor(job: Job, now: float, config: PolicyConfig) -> float:
+def age_factor(job: PolicyJob, now: float, config: PolicyConfig) -> float:
     """Eligible wait over the age cap, in [0, 1]; with `aging="slowdown"`, the wait over the
     wait plus the job's time limit (floored at `slowdown_floor_s`): 1 - 1/(bounded slowdown so
     far), which grows fastest for the jobs whose slowdown grows fastest."""
@@ -77,7 +77,7 @@ class PriorityCalculator:
         self._seen: dict[tuple[object, ...], PriorityBreakdown] = {}
         self._seen_now: float | None = None
 
-    def fair_share(self, job: Job) -> float:
+    def fair_share(self, job: PolicyJob) -> float:
         """The job's fair-share factor in [0, 1]; a tenant unknown to the snapshot scores 1."""
         key = (job.tenant, job.user)
         if key not in self._user_f:
@@ -86,7 +86,7 @@ class PriorityCalculator:
             self._user_f[key] = combined_factor(t_f, u_f, self.config.user_share_weight)
         return self._user_f[key]
 
-    def breakdown(self, job: Job, now: float) -> PriorityBreakdown:
+    def breakdown(self, job: PolicyJob, now: float) -> PriorityBreakdown:
         """Total priority of `job` at `now` with every factor and its weighted value (shared by
         jobs equal in every field the factors read: an array's tasks, for one)."""
         if now != self._seen_now:
@@ -105,7 +105,7 @@ class PriorityCalculator:
             found = self._seen[key] = self._breakdown(job, now)
         return found
 
-    def _breakdown(self, job: Job, now: float) -> PriorityBreakdown:
+    def _breakdown(self, job: PolicyJob, now: float) -> PriorityBreakdown:
         w = self.config.weights
         age = age_factor(job, now, self.config)
         factors = {

@@ -11,14 +11,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sam_server.scheduling import reasons
-from sam_server.scheduling.model import Job, JobId, Quota, Reason, TenantState, Wafer
+from sam_server.scheduling.model import (
+    JobId,
+    PolicyJob,
+    PolicyQuota,
+    PolicyWafer,
+    Reason,
+    TenantState,
+)
 
 
 def can_ever_fit(
     rows: int,
     cols: int,
-    wafers: Iterable[Wafer | tuple[int, int] | tuple[int, int, str]],
-    quota: Quota | None,
+    wafers: Iterable[PolicyWafer | tuple[int, int] | tuple[int, int, str]],
+    quota: PolicyQuota | None,
     arch: str | None = None,
 ) -> str | None:
     """Why a rows x cols job can never run on these wafers under `quota`, or None if it can.
@@ -57,10 +64,10 @@ def can_ever_fit(
 
 
 def _described(
-    wafer: Wafer | tuple[int, int] | tuple[int, int, str],
+    wafer: PolicyWafer | tuple[int, int] | tuple[int, int, str],
 ) -> tuple[int, int, str | None]:
     """(rows, cols, arch or None) of a policy wafer or a (rows, cols[, arch]) tuple."""
-    if isinstance(wafer, Wafer):
+    if isinstance(wafer, PolicyWafer):
         return wafer.rows, wafer.cols, wafer.arch
     arch = wafer[2] if len(wafer) > 2 else None
     return int(wafer[0]), int(wafer[1]), str(arch) if arch is not None else None
@@ -70,13 +77,13 @@ def _described(
 class QuotaLedger:
     """PEs and jobs held by each tenant's running jobs, updated as a plan starts jobs."""
 
-    quotas: dict[str, Quota]
+    quotas: dict[str, PolicyQuota]
     running_pes: dict[str, int] = field(default_factory=dict)
     running_jobs: dict[str, int] = field(default_factory=dict)
     over_queued: set[JobId] = field(default_factory=set)
 
     @classmethod
-    def of(cls, tenants: Mapping[str, TenantState], jobs: Sequence[Job]) -> QuotaLedger:
+    def of(cls, tenants: Mapping[str, TenantState], jobs: Sequence[PolicyJob]) -> QuotaLedger:
         """The ledger of a snapshot's running jobs, and the jobs over `max_queued_jobs`."""
         ledger = cls({name: t.quota for name, t in tenants.items()})
         for job in jobs:
@@ -85,17 +92,17 @@ class QuotaLedger:
         ledger.over_queued = _over_queued(ledger.quotas, jobs)
         return ledger
 
-    def add(self, job: Job) -> None:
+    def add(self, job: PolicyJob) -> None:
         """Count `job` as running."""
         self.running_pes[job.tenant] = self.running_pes.get(job.tenant, 0) + job.pes
         self.running_jobs[job.tenant] = self.running_jobs.get(job.tenant, 0) + 1
 
-    def remove(self, job: Job) -> None:
+    def remove(self, job: PolicyJob) -> None:
         """Stop counting `job` (it was preempted)."""
         self.running_pes[job.tenant] = self.running_pes.get(job.tenant, 0) - job.pes
         self.running_jobs[job.tenant] = self.running_jobs.get(job.tenant, 0) - 1
 
-    def allows(self, job: Job, pes: int | None = None) -> bool:
+    def allows(self, job: PolicyJob, pes: int | None = None) -> bool:
         """Whether quotas let `job` start now (in a region of `pes` PEs, default its own).
 
         The same test as `blocks`, without building the reasons: the plan's walk asks it for
@@ -112,7 +119,7 @@ class QuotaLedger:
         running = self.running_jobs.get(job.tenant, 0)
         return quota.max_running_jobs is None or running + 1 <= quota.max_running_jobs
 
-    def blocks(self, job: Job) -> list[Reason]:
+    def blocks(self, job: PolicyJob) -> list[Reason]:
         """Every quota reason that keeps `job` from starting now (empty: quotas allow it)."""
         quota = self.quotas.get(job.tenant)
         found: list[Reason] = []
@@ -129,12 +136,12 @@ class QuotaLedger:
         return found
 
 
-def _over_queued(quotas: Mapping[str, Quota], jobs: Sequence[Job]) -> set[JobId]:
+def _over_queued(quotas: Mapping[str, PolicyQuota], jobs: Sequence[PolicyJob]) -> set[JobId]:
     """Jobs beyond their tenant's `max_queued_jobs`, counting running jobs first, then by age."""
     limited = {name for name, quota in quotas.items() if quota.max_queued_jobs is not None}
     if not limited:
         return set()  # (no pass over every job when no tenant has the limit)
-    by_tenant: dict[str, list[Job]] = {}
+    by_tenant: dict[str, list[PolicyJob]] = {}
     for job in jobs:
         if job.tenant in limited:
             by_tenant.setdefault(job.tenant, []).append(job)

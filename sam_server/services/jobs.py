@@ -26,7 +26,7 @@ from sam_server.errors import (
     NeverFits,
     QuotaExceeded,
 )
-from sam_server.scheduling import Quota, can_ever_fit
+from sam_server.scheduling import PolicyQuota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
 from sam_server.schemas.safe_yaml import load_spec_yaml
 from sam_server.services.arrays import parse_array, substitute, task_values
@@ -111,7 +111,7 @@ def check_can_ever_run(session: Session, principal: Principal, spec: JobSpec) ->
     `can_ever_fit` decides, so submit and scheduler agree)."""
     rows, cols = spec.resources.shape()
     q = principal.quota
-    quota = Quota(q.max_pes, q.max_running_jobs, q.max_queued_jobs, q.share) if q else None
+    quota = PolicyQuota(q.max_pes, q.max_running_jobs, q.max_queued_jobs, q.share) if q else None
     arch = job_arch(spec.compile_options.target_device)
     why = can_ever_fit(rows, cols, wafer_shapes(session), quota, arch=arch)
     if why is not None:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from sam_server.scheduling import Allocation, Job, PolicyConfig, Quota, Snapshot, TenantState, Wafer
+from sam_server.scheduling import (
+    Allocation,
+    PolicyConfig,
+    PolicyJob,
+    PolicyQuota,
+    PolicyWafer,
+    Snapshot,
+    TenantState,
+)
 
 
 def job(
@@ -20,9 +28,9 @@ def job(
     preempt_count: int = 0,
     preemptible: bool = True,
     shapes: tuple[tuple[int, int], ...] = (),
-) -> Job:
+) -> PolicyJob:
     """A job; running jobs need `started`."""
-    return Job(
+    return PolicyJob(
         job_id,
         tenant,
         user,
@@ -42,7 +50,7 @@ def job(
 
 def running(
     job_id: int, row: int, col: int, rows: int, cols: int, **kw: object
-) -> tuple[Job, Allocation]:
+) -> tuple[PolicyJob, Allocation]:
     """A running job and its allocation."""
     kw.setdefault("started", 0.0)
     j = job(job_id, rows, cols, state="running", **kw)  # type: ignore[arg-type]
@@ -51,9 +59,9 @@ def running(
 
 def snapshot(
     wafers: list[tuple[str, int, int]],
-    jobs: list[Job],
+    jobs: list[PolicyJob],
     allocations: dict[str, list[Allocation]] | None = None,
-    quotas: dict[str, Quota] | None = None,
+    quotas: dict[str, PolicyQuota] | None = None,
     usage: dict[str, float] | None = None,
     config: PolicyConfig | None = None,
     compile_slots: int = 0,
@@ -63,12 +71,12 @@ def snapshot(
     allocations = allocations or {}
     offline = offline or set()
     ws = tuple(
-        Wafer(wid, r, c, wid not in offline, tuple(allocations.get(wid, ())))
+        PolicyWafer(wid, r, c, wid not in offline, tuple(allocations.get(wid, ())))
         for wid, r, c in wafers
     )
     names = {j.tenant for j in jobs} | set(quotas or {}) | set(usage or {})
     tenants = {
-        n: TenantState((quotas or {}).get(n, Quota()), (usage or {}).get(n, 0.0))
+        n: TenantState((quotas or {}).get(n, PolicyQuota()), (usage or {}).get(n, 0.0))
         for n in sorted(names)
     }
     return Snapshot(ws, tenants, tuple(jobs), compile_slots, config or PolicyConfig())

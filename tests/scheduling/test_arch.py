@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from sam_server.scheduling import PolicyConfig, Quota, Wafer, can_ever_fit, easy_config, plan
+from sam_server.scheduling import (
+    PolicyConfig,
+    PolicyQuota,
+    PolicyWafer,
+    can_ever_fit,
+    easy_config,
+    plan,
+)
 from tests.scheduling.factories import job, running, snapshot
 
 
@@ -45,10 +52,10 @@ def test_jobs_without_an_arch_use_any_wafer_as_in_trace_replay() -> None:
 
 
 def test_submit_check_refuses_an_arch_no_wafer_has_and_names_what_exists() -> None:
-    wse2_only = [Wafer("a", 750, 994, arch="wse2"), (64, 64, "wse2")]
-    why = can_ever_fit(8, 8, wse2_only, Quota(), arch="wse3")
+    wse2_only = [PolicyWafer("a", 750, 994, arch="wse2"), (64, 64, "wse2")]
+    why = can_ever_fit(8, 8, wse2_only, PolicyQuota(), arch="wse3")
     assert why is not None and "wse3" in why and "wse2" in why
-    assert can_ever_fit(8, 8, wse2_only, Quota(), arch="wse2") is None
+    assert can_ever_fit(8, 8, wse2_only, PolicyQuota(), arch="wse2") is None
     # the region check only counts wafers of the job's arch
     mixed = [(755, 1170, "wse3"), (64, 64, "wse2")]
     assert can_ever_fit(100, 100, mixed, None, arch="wse3") is None

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam_server.scheduling import Quota, TenantState, Wafer, can_ever_fit, decay_usage, update_usage
+from sam_server.scheduling import (
+    PolicyQuota,
+    PolicyWafer,
+    TenantState,
+    can_ever_fit,
+    decay_usage,
+    update_usage,
+)
 from sam_server.scheduling.fairshare import combined_factor, tenant_factors, user_factor
 
 DAY = 86400.0
@@ -31,10 +38,10 @@ def test_updating_often_or_rarely_gives_the_same_usage(usage, pes, seconds, step
 
 def test_fair_share_rewards_the_tenant_under_its_share() -> None:
     tenants = {
-        "idle": TenantState(Quota(share=1.0), 0.0),
-        "fair": TenantState(Quota(share=1.0), 100.0),
-        "hog": TenantState(Quota(share=1.0), 300.0),
-        "big": TenantState(Quota(share=2.0), 300.0),
+        "idle": TenantState(PolicyQuota(share=1.0), 0.0),
+        "fair": TenantState(PolicyQuota(share=1.0), 100.0),
+        "hog": TenantState(PolicyQuota(share=1.0), 300.0),
+        "big": TenantState(PolicyQuota(share=2.0), 300.0),
     }
     f = tenant_factors(tenants)
     assert f["idle"] == 1.0
@@ -44,7 +51,7 @@ def test_fair_share_rewards_the_tenant_under_its_share() -> None:
 
 
 def test_a_user_inside_a_tenant_is_weighed_against_its_peers() -> None:
-    t = TenantState(Quota(), 100.0, {"alice": 90.0, "bob": 10.0})
+    t = TenantState(PolicyQuota(), 100.0, {"alice": 90.0, "bob": 10.0})
     assert user_factor(t, "bob") > user_factor(t, "alice")
     assert user_factor(t, "carol") == 1.0
     # the tenant's factor bounds the result: a user cannot lift a tenant over its share
@@ -52,18 +59,18 @@ def test_a_user_inside_a_tenant_is_weighed_against_its_peers() -> None:
     assert combined_factor(0.8, 0.0, 0.25) == pytest.approx(0.6)
 
 
-WAFERS = [Wafer("w0", 750, 994), Wafer("small", 64, 64, online=False)]
+WAFERS = [PolicyWafer("w0", 750, 994), PolicyWafer("small", 64, 64, online=False)]
 
 
 @pytest.mark.parametrize(
     ("rows", "cols", "quota", "fragment"),
     [
         (750, 994, None, None),
-        (64, 64, Quota(max_pes=4096), None),
+        (64, 64, PolicyQuota(max_pes=4096), None),
         (751, 10, None, "larger than every wafer"),
         (10, 995, None, "larger than every wafer"),
-        (100, 100, Quota(max_pes=9999), "max_pes=9999"),
-        (1, 1, Quota(max_running_jobs=0), "max_running_jobs is 0"),
+        (100, 100, PolicyQuota(max_pes=9999), "max_pes=9999"),
+        (1, 1, PolicyQuota(max_running_jobs=0), "max_running_jobs is 0"),
         (0, 5, None, "empty"),
     ],
 )

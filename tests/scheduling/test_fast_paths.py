@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam_server.scheduling import Quota, TenantState
+from sam_server.scheduling import PolicyQuota, TenantState
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.placement import best_fit_on, choose_placement
 from sam_server.scheduling.quota import QuotaLedger
@@ -63,7 +63,7 @@ def test_best_fit_skipping_wafers_picks_what_scoring_every_wafer_picks(wafers, r
 def test_quota_allows_exactly_when_no_quota_reason_blocks(
     used_pes, used_jobs, max_pes, max_running, max_queued, rows, cols
 ) -> None:
-    quota = Quota(max_pes=max_pes, max_running_jobs=max_running, max_queued_jobs=max_queued)
+    quota = PolicyQuota(max_pes=max_pes, max_running_jobs=max_running, max_queued_jobs=max_queued)
     jobs = [job(k, 1, 1, state="running", started=0.0) for k in range(used_jobs)]
     jobs += [job(100 + k, rows, cols, submitted=float(k)) for k in range(6)]
     ledger = QuotaLedger.of({"t": TenantState(quota)}, jobs)

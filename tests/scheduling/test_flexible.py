@@ -8,7 +8,7 @@ import pytest
 
 from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceJob, shape_for_pes
-from sam_server.scheduling import PolicyConfig, Quota, easy_config, plan
+from sam_server.scheduling import PolicyConfig, PolicyQuota, easy_config, plan
 from sam_server.scheduling.shapes import flexible_shapes
 
 from .factories import job, running, snapshot
@@ -62,10 +62,10 @@ def test_a_larger_flexible_shape_never_takes_the_tenant_over_max_pes() -> None:
     held, alloc = running(9, 0, 0, 10, 6, limit=100.0, tenant="other")
     # asks 8x5 = 40 PEs (does not fit the 10x4 strip); its alternative 10x4 = 40 fits, 7x6 not
     j = job(1, 8, 5, shapes=((10, 5), (10, 4)))
-    quotas = {"t": Quota(max_pes=40), "other": Quota()}
+    quotas = {"t": PolicyQuota(max_pes=40), "other": PolicyQuota()}
     p = plan(snapshot(W10, [held, j], {"w0": [alloc]}, quotas=quotas), 0.0)
     assert [(s.rows, s.cols) for s in p.starts] == [(10, 4)]
-    tight = {"t": Quota(max_pes=39), "other": Quota()}
+    tight = {"t": PolicyQuota(max_pes=39), "other": PolicyQuota()}
     small = job(2, 6, 6, shapes=((4, 10),))  # 36 PEs; 4x10 = 40
     p = plan(snapshot(W10, [held, small], {"w0": [alloc]}, quotas=tight), 0.0)
     assert p.starts == []  # 6x6 does not fit the strip and 4x10 would exceed max_pes

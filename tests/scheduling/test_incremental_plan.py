@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from sam_server.scheduling import Allocation, Job, Plan, PolicyConfig, Quota, Snapshot
+from sam_server.scheduling import Allocation, Plan, PolicyConfig, PolicyJob, PolicyQuota, Snapshot
 from sam_server.scheduling import policy as policy_module
 from sam_server.scheduling.priority import PriorityCalculator
 from tests.scheduling.factories import snapshot
@@ -25,11 +25,11 @@ class _Selection:
     def __init__(self, depth: int, every: int, changed: set[object]) -> None:
         self.depth, self.every, self.changed = depth, every, changed
 
-    def __call__(self, position: int, job: Job) -> bool:
+    def __call__(self, position: int, job: PolicyJob) -> bool:
         k = position - 1
         return k < self.depth or k % self.every == 0 or job.id in self.changed
 
-    def positions(self, jobs: list[Job]) -> list[int]:
+    def positions(self, jobs: list[PolicyJob]) -> list[int]:
         return [k for k, job in enumerate(jobs) if self(k + 1, job)]
 
 
@@ -39,10 +39,12 @@ class _World:
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.jobs: dict[int, Job] = {}
+        self.jobs: dict[int, PolicyJob] = {}
         self.allocs: dict[int, tuple[str, Allocation]] = {}
-        self.held: dict[int, Job] = {}  # out of the snapshot (a hold, as scheduler.gates does)
-        self.quotas = {t: Quota(max_running_jobs=6) for t in TENANTS}
+        self.held: dict[
+            int, PolicyJob
+        ] = {}  # out of the snapshot (a hold, as scheduler.gates does)
+        self.quotas = {t: PolicyQuota(max_running_jobs=6) for t in TENANTS}
         self.next_id = 0
         self.now = 10_000.0
         self.changed: set[object] = set()
@@ -51,7 +53,7 @@ class _World:
         for _ in range(count):
             tenant = self.rng.choice(TENANTS)
             submitted = self.now - self.rng.choice([0.0, 5.0, 700.0, 7200.0])
-            job = Job(
+            job = PolicyJob(
                 self.next_id,
                 tenant,
                 f"{tenant}-u{self.rng.randint(0, 2)}",
@@ -101,7 +103,7 @@ class _World:
             if self.jobs.get(job.id) is job:
                 del self.jobs[job.id]  # cancelled
         tenant = rng.choice(TENANTS)
-        self.quotas[tenant] = Quota(
+        self.quotas[tenant] = PolicyQuota(
             max_pes=rng.choice([None, 1500, 4000]), max_running_jobs=rng.choice([None, 3, 8])
         )
         self.now += rng.choice([1.0, 30.0, 900.0])

@@ -7,8 +7,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sam_server.scheduling import Allocation, PolicyConfig, Quota, plan
-from sam_server.scheduling.model import CLASS_RANK, Job
+from sam_server.scheduling import Allocation, PolicyConfig, PolicyQuota, plan
+from sam_server.scheduling.model import CLASS_RANK, PolicyJob
 from sam_server.scheduling.shapes import flexible_shapes
 
 from .factories import job, overlaps, snapshot
@@ -24,7 +24,7 @@ def scenario(draw: st.DrawFn):
     ]
     tenants = ["a", "b", "c"]
     quotas = {
-        t: Quota(
+        t: PolicyQuota(
             max_pes=draw(st.one_of(st.none(), st.integers(4, 150))),
             max_running_jobs=draw(st.one_of(st.none(), st.integers(1, 5))),
         )
@@ -56,7 +56,7 @@ def scenario(draw: st.DrawFn):
 def _run_cycles(wafers, jobs, quotas, offline, cycles, config, check):
     """Apply plans cycle after cycle (jobs end at their limit); `check(plan, state)` each time."""
     pending = {j.id: j for j in jobs}
-    running: dict[int, tuple[Job, Allocation, str]] = {}
+    running: dict[int, tuple[PolicyJob, Allocation, str]] = {}
     now = 0.0
     for _ in range(cycles):
         for jid, (j, _a, _w) in list(running.items()):

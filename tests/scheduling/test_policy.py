@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sam_server.scheduling import PolicyConfig, Quota, easy_config, fcfs_config, plan
+from sam_server.scheduling import PolicyConfig, PolicyQuota, easy_config, fcfs_config, plan
 from sam_server.scheduling.priority import size_factor
 from sam_server.scheduling.reasons import REASON_CODES
 
@@ -64,10 +64,14 @@ def test_tenant_over_its_share_waits_behind_one_under_it() -> None:
 @pytest.mark.parametrize(
     ("quota", "held_pes", "expected"),
     [
-        (Quota(max_pes=45), (5, 8), ["QuotaMaxPes"]),
-        (Quota(max_running_jobs=1), (1, 1), ["QuotaMaxRunningJobs"]),
-        (Quota(max_pes=40, max_running_jobs=1), (5, 8), ["QuotaMaxPes", "QuotaMaxRunningJobs"]),
-        (Quota(max_pes=100, max_running_jobs=2), (1, 1), []),
+        (PolicyQuota(max_pes=45), (5, 8), ["QuotaMaxPes"]),
+        (PolicyQuota(max_running_jobs=1), (1, 1), ["QuotaMaxRunningJobs"]),
+        (
+            PolicyQuota(max_pes=40, max_running_jobs=1),
+            (5, 8),
+            ["QuotaMaxPes", "QuotaMaxRunningJobs"],
+        ),
+        (PolicyQuota(max_pes=100, max_running_jobs=2), (1, 1), []),
     ],
 )
 def test_a_job_over_a_quota_waits_with_every_quota_reason(quota, held_pes, expected) -> None:
@@ -81,7 +85,9 @@ def test_a_job_over_a_quota_waits_with_every_quota_reason(quota, held_pes, expec
 
 def test_queued_jobs_beyond_max_queued_wait_and_are_not_compiled() -> None:
     jobs = [job(i, 2, 2, state="queued", submitted=float(i)) for i in range(4)]
-    p = plan(snapshot(W10, jobs, quotas={"t": Quota(max_queued_jobs=2)}, compile_slots=4), 5.0)
+    p = plan(
+        snapshot(W10, jobs, quotas={"t": PolicyQuota(max_queued_jobs=2)}, compile_slots=4), 5.0
+    )
     assert sorted(p.compiles) == [0, 1]
     assert "QuotaMaxQueuedJobs" in codes(p, 3)
     assert codes(p, 0)[0] == "CompilePending"
