@@ -82,13 +82,9 @@ class ExplainSelection:
             key for key, row in jobs.items() if row.reason is None or getattr(row, "fresh", True)
         }
 
-    def __call__(self, position: int, job: Any) -> bool:
-        k = position - 1
-        return k < self.depth or k in self.window or str(job.id) in self.changed
-
-    def positions(self, jobs: Sequence[Any]) -> list[int]:
-        """The indexes in `jobs` (queue order) that `self(index + 1, job)` accepts, ascending:
-        the policy asks this once instead of calling it for each of 100,000 jobs."""
+    def __call__(self, jobs: Sequence[Any]) -> list[int]:
+        """The indexes in `jobs` (queue order) to explain, ascending: the first `depth`, this
+        cycle's window, and every changed job (one call per plan, not one per job)."""
         n = len(jobs)
         chosen = set(range(min(self.depth, n)))
         chosen.update(range(self.window.start, min(self.window.stop, n)))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from itertools import compress, repeat
@@ -588,14 +588,15 @@ def plan(
     now: float,
     config: PolicyConfig | None = None,
     explain: bool = True,
-    explain_only: Callable[[int, PolicyJob], bool] | None = None,
+    explain_only: Callable[[Sequence[PolicyJob]], list[int]] | None = None,
 ) -> Plan:
     """One scheduling cycle: compiles, starts, preemptions, and the explanation of every wait.
 
     `config` overrides `snapshot.config`. `now` is the caller's time in float seconds.
     `explain=False` (trace replay only) skips `waiting` and `order`, which are then empty; the
-    decisions are the same. `explain_only(position, job)`: explain only the jobs it accepts
-    (the live loop stores a few thousand explanations a cycle, not 100,000); `order` is whole.
+    decisions are the same. `explain_only(jobs)`: the indexes, ascending, of the jobs to explain
+    among those left waiting in queue order (the live loop stores a few thousand explanations a
+    cycle, not 100,000); `order` is whole.
     """
     config = config or snapshot.config
     cycle = _init_cycle(snapshot, now, config)
@@ -632,14 +633,14 @@ def _explain_all(
     prio_of: Callable[[PolicyJob], PriorityBreakdown] | None,
     dispatched: set[JobId],
     compile_order: list[PolicyJob],
-    only: Callable[[int, PolicyJob], bool] | None = None,
+    only: Callable[[Sequence[PolicyJob]], list[int]] | None = None,
 ) -> dict[JobId, JobExplain]:
     """JobExplain for every job left waiting, in queue order; a queued job's compiles ahead
     are counted in the compile queue (fair between tenants), not in the priority order.
 
     Work is proportional to the jobs explained, plus C-speed passes over the rest: with
-    `only`, the jobs it accepts (all of them at once if it has `positions(jobs)`); the counts
-    of jobs ahead come from `list.count` over the states between two explained jobs."""
+    `only`, the jobs at the indexes it gives; the counts of jobs ahead come from `list.count`
+    over the states between two explained jobs."""
     undispatched = list(map(_ID, compile_order))
     if dispatched:
         undispatched = [i for i in undispatched if i not in dispatched]
@@ -661,7 +662,7 @@ def _explain_all(
         for t in ends
         if wafers[i].online
     ]
-    picked = _picked(left, only)
+    picked = list(range(len(left))) if only is None else only(left)
     etas = estimate_starts(
         left,
         held,
@@ -695,16 +696,6 @@ def _explain_all(
         why = job_reasons(job, view, cycle.ledger, pending_ahead, compiles_ahead, cycle.now)
         out[job.id] = JobExplain(k + 1, prio_of(job), why, etas.get(job.id))
     return out
-
-
-def _picked(left: list[PolicyJob], only: Callable[[int, PolicyJob], bool] | None) -> list[int]:
-    """The indexes in `left` of the jobs to explain, ascending."""
-    if only is None:
-        return list(range(len(left)))
-    positions = getattr(only, "positions", None)
-    if positions is not None:
-        return list(positions(left))
-    return [k for k, job in enumerate(left) if only(k + 1, job)]
 
 
 def _metrics(cycle: _Cycle) -> dict[str, WaferMetrics]:

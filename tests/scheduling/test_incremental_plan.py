@@ -5,6 +5,7 @@ jobs arrive, end, start, change class, are held and released, are cancelled and 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -20,17 +21,17 @@ CLASSES = ("low", "normal", "normal", "high")
 
 
 class _Selection:
-    """Like the live loop's ExplainSelection: a callable that also gives its positions."""
+    """Like the live loop's ExplainSelection: the positions of the jobs to explain."""
 
     def __init__(self, depth: int, every: int, changed: set[object]) -> None:
         self.depth, self.every, self.changed = depth, every, changed
 
-    def __call__(self, position: int, job: PolicyJob) -> bool:
-        k = position - 1
-        return k < self.depth or k % self.every == 0 or job.id in self.changed
-
-    def positions(self, jobs: list[PolicyJob]) -> list[int]:
-        return [k for k, job in enumerate(jobs) if self(k + 1, job)]
+    def __call__(self, jobs: Sequence[PolicyJob]) -> list[int]:
+        return [
+            k
+            for k, job in enumerate(jobs)
+            if k < self.depth or k % self.every == 0 or job.id in self.changed
+        ]
 
 
 class _World:
@@ -148,9 +149,7 @@ def test_the_incremental_plan_is_the_plan_from_scratch_over_many_cycles(
         monkeypatch.setattr(policy_module, "_STATIC", kept)
         incremental = policy_module.plan(snap, world.now, explain_only=selection)
         monkeypatch.setattr(policy_module, "_STATIC", policy_module._StaticOrder())
-        scratch = policy_module.plan(
-            _from_scratch(snap), world.now, explain_only=selection.__call__
-        )
+        scratch = policy_module.plan(_from_scratch(snap), world.now, explain_only=selection)
         assert incremental == scratch
         assert list(incremental.waiting) == list(scratch.waiting)  # queue order, as stored
         if ordering == "priority":
