@@ -12,8 +12,7 @@ numpy here by an order of magnitude; numpy is used only to score many placements
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -86,6 +85,25 @@ def fits_in(mers: Iterable[Mer], rows: int, cols: int) -> bool:
     return any(m[2] - m[0] >= rows and m[3] - m[1] >= cols for m in mers)
 
 
+@dataclass(frozen=True)
+class MerArrays:
+    """A MER set as arrays, for vectorized scoring: the MERs [m, 4] (r0, c0, r1, c1), their
+    heights, widths and areas [m], and the largest area (0 when there is no MER)."""
+
+    mers: np.ndarray
+    heights: np.ndarray
+    widths: np.ndarray
+    areas: np.ndarray
+    largest: int
+
+    @classmethod
+    def of(cls, mers: tuple[Mer, ...]) -> MerArrays:
+        array = np.array(mers, dtype=np.int64).reshape(-1, 4)
+        heights, widths = array[:, 2] - array[:, 0], array[:, 3] - array[:, 1]
+        areas = heights * widths
+        return cls(array, heights, widths, areas, int(areas.max()) if len(mers) else 0)
+
+
 @dataclass
 class FreeSpace:
     """The free space of one wafer while a plan is being built (mutable, local to one plan)."""
@@ -94,8 +112,9 @@ class FreeSpace:
     cols: int
     mers: tuple[Mer, ...]
     free_pes: int
-    _array: np.ndarray | None = field(default=None, repr=False, compare=False)
-    _frontier: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
+    _arrays: MerArrays | None = field(default=None, repr=False, compare=False)
+    _table: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _table_list: list[int] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, rows: int, cols: int, rects: Iterable[Rect]) -> FreeSpace:
@@ -105,35 +124,49 @@ class FreeSpace:
         return cls(rows, cols, maximal_empty_rects(rows, cols, rect_list), rows * cols - used)
 
     def copy(self) -> FreeSpace:
-        """An independent copy (MER tuples are immutable, so they are shared)."""
+        """An independent copy (MER tuples and the arrays derived from them are immutable,
+        so they are shared)."""
         return FreeSpace(
-            self.rows, self.cols, self.mers, self.free_pes, self._array, self._frontier
+            self.rows,
+            self.cols,
+            self.mers,
+            self.free_pes,
+            self._arrays,
+            self._table,
+            self._table_list,
         )
+
+    def arrays(self) -> MerArrays:
+        """The MERs as arrays (cached until the free space changes)."""
+        if self._arrays is None:
+            self._arrays = MerArrays.of(self.mers)
+        return self._arrays
 
     def array(self) -> np.ndarray:
         """The MERs as an int64 array [m, 4] of (r0, c0, r1, c1), for vectorized scoring."""
-        if self._array is None:
-            self._array = np.array(self.mers, dtype=np.int64).reshape(-1, 4)
-        return self._array
+        return self.arrays().mers
 
-    def frontier(self) -> list[tuple[int, int]]:
-        """The Pareto front of MER (height, width): heights ascending, widths descending.
+    def widths(self) -> np.ndarray:
+        """widths[h] (h = 0..rows): the widest free rectangle at least h tall, -1 if none.
 
-        Cached until the free space changes; (r, c) fits iff some pair has h >= r and w >= c.
-        """
-        if self._frontier is None:
-            self._frontier = pareto_front((m[2] - m[0], m[3] - m[1]) for m in self.mers)
-        return self._frontier
+        Cached until the free space changes; rows x cols fits iff cols <= widths[rows]."""
+        if self._table is None:
+            found = self.arrays()
+            table = np.full(self.rows + 1, -1, dtype=np.int64)
+            np.maximum.at(table, found.heights, found.widths)
+            self._table = np.maximum.accumulate(table[::-1])[::-1]
+        return self._table
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether a rows x cols rectangle fits somewhere in the free space now."""
-        return front_fits(self.frontier(), rows, cols)
+        if self._table_list is None:
+            self._table_list = self.widths().tolist()
+        return table_fits(self._table_list, rows, cols)
 
     def occupy(self, rect: Rect, counts_as_used: bool = True) -> None:
         """Mark `rect` (row, col, rows, cols) occupied; it must lie in free space."""
         self.mers = occupy(self.mers, rect)
-        self._array = None
-        self._frontier = None
+        self._arrays = self._table = self._table_list = None
         if counts_as_used:
             self.free_pes -= rect[2] * rect[3]
 
@@ -152,22 +185,21 @@ class FreeSpace:
         return max(0.0, 1.0 - (r * c) / self.free_pes)
 
 
-def pareto_front(shapes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The (height, width) pairs no other pair dominates: heights ascending, widths descending."""
-    front: list[tuple[int, int]] = []
-    for h, w in sorted(shapes, key=lambda hw: (-hw[0], -hw[1])):
-        if not front or w > front[-1][1]:
-            front.append((h, w))
-    front.reverse()
-    return front
+def width_table(spaces: Iterable[FreeSpace]) -> list[int]:
+    """One widths table (see `FreeSpace.widths`) over several free spaces: a shape fits one of
+    them iff it fits this table."""
+    tables = [space.widths() for space in spaces]
+    if not tables:
+        return []
+    longest = max(len(t) for t in tables)
+    if any(len(t) < longest for t in tables):  # wafers of fewer rows: nothing that tall fits
+        tables = [np.pad(t, (0, longest - len(t)), constant_values=-1) for t in tables]
+    combined: list[int] = np.max(tables, axis=0).tolist()
+    return combined
 
 
-def front_fits(front: list[tuple[int, int]], rows: int, cols: int) -> bool:
-    """Whether a Pareto front (from `pareto_front`) holds a rows x cols shape."""
-    i = bisect_left(front, (rows, 0))
-    return i < len(front) and front[i][1] >= cols
-
-
-def shape_frontier(spaces: Iterable[FreeSpace]) -> list[tuple[int, int]]:
-    """One Pareto front over several free spaces: a shape fits one of them iff it fits this."""
-    return pareto_front(hw for space in spaces for hw in space.frontier())
+def table_fits(widths: Sequence[int], rows: int, cols: int) -> bool:
+    """Whether a widths table (from `FreeSpace.widths` or `width_table`) holds rows x cols."""
+    if rows >= len(widths):
+        return False
+    return cols <= widths[rows] if rows >= 0 else bool(widths) and cols <= widths[0]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sam_server.scheduling.geometry import FreeSpace, front_fits, shape_frontier
+from sam_server.scheduling.geometry import FreeSpace, MerArrays, table_fits, width_table
 
 
 @dataclass(frozen=True)
@@ -26,57 +26,56 @@ class Placement:
     score: tuple[int, ...]
 
 
-def _candidates(mers: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """Corner positions ([k, 2]: row, col) of fitting MERs and the area of the MER each is in."""
-    ok = (mers[:, 2] - mers[:, 0] >= rows) & (mers[:, 3] - mers[:, 1] >= cols)
-    m = mers[ok]
-    if len(m) == 0:
-        return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.int64)
-    top, left, bottom, right = m[:, 0], m[:, 1], m[:, 2] - rows, m[:, 3] - cols
-    pos = np.empty((4 * len(m), 2), dtype=np.int64)
-    pos[:, 0] = np.concatenate([top, top, bottom, bottom])
-    pos[:, 1] = np.concatenate([left, right, left, right])
-    area = np.tile((m[:, 2] - m[:, 0]) * (m[:, 3] - m[:, 1]), 4)
-    return pos, area
-
-
-def largest_after(mers: np.ndarray, pos: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """Area of the largest free rectangle after placing rows x cols at each of `pos` ([k, 2]).
+def largest_after(
+    found: MerArrays, pos_row: np.ndarray, pos_col: np.ndarray, rows: int, cols: int
+) -> np.ndarray:
+    """Area of the largest free rectangle after placing rows x cols at each position
+    (`pos_row[k]`, `pos_col[k]`) of the free space whose MERs are `found`. Returns [k].
 
     Every MER of the new free space lies in a piece of an old MER (the MaxRects argument), so the
-    maximum piece area over old MERs is exactly the new largest free rectangle. Returns [k].
+    maximum piece area over old MERs is exactly the new largest free rectangle. The piece above
+    the placement spans rows r0..min(pr0, r1) of a MER, the one below max(pr1, r0)..r1, and so
+    on: a MER the placement misses is its own largest piece, with no separate overlap test.
     """
+    mers = found.mers
     r0, c0, r1, c1 = (mers[None, :, i] for i in range(4))
-    pr0, pc0 = pos[:, 0:1], pos[:, 1:2]
+    pr0, pc0 = pos_row[:, None], pos_col[:, None]
     pr1, pc1 = pr0 + rows, pc0 + cols
-    h, w = r1 - r0, c1 - c0
-    hit = (r0 < pr1) & (r1 > pr0) & (c0 < pc1) & (c1 > pc0)
-    top = np.maximum(pr0 - r0, 0) * w
-    bottom = np.maximum(r1 - pr1, 0) * w
-    left = np.maximum(pc0 - c0, 0) * h
-    right = np.maximum(c1 - pc1, 0) * h
-    piece = np.maximum(np.maximum(top, bottom), np.maximum(left, right))
-    area = np.where(hit, piece, h * w)
-    largest: np.ndarray = area.max(axis=1)
+    tall = np.maximum(np.minimum(pr0, r1) - r0, r1 - np.maximum(pr1, r0)) * found.widths
+    wide = np.maximum(np.minimum(pc0, c1) - c0, c1 - np.maximum(pc1, c0)) * found.heights
+    largest: np.ndarray = np.maximum(np.maximum(tall, wide).max(axis=1), 0)
     return largest
 
 
 def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...], int, int] | None:
-    """Best (score, row, col) for a rows x cols job on one wafer, or None if it does not fit."""
+    """Best (score, row, col) for a rows x cols job on one wafer, or None if it does not fit.
+
+    The candidates are the four corners of every MER that holds the job, each scored by the
+    shrink of the largest free rectangle, then the area of the MER (the hole), then row and
+    column: the least such triple wins (a corner of several MERs is best with its tightest).
+    """
     if not space.fits(rows, cols):
         return None
-    mers = space.array()
-    pos, hole = _candidates(mers, rows, cols)
-    tight_first = np.argsort(hole, kind="stable")
-    pos, hole = pos[tight_first], hole[tight_first]
-    key = pos[:, 0] * (space.cols + 1) + pos[:, 1]
-    _, idx = np.unique(key, return_index=True)  # sorted by (row, col); first = tightest hole
-    pos, hole = pos[idx], hole[idx]
-    before = int(((mers[:, 2] - mers[:, 0]) * (mers[:, 3] - mers[:, 1])).max())
-    shrink = before - largest_after(mers, pos, rows, cols)
-    # np.unique sorted pos by (row, col), so lexsort keeps that as the last tie-break.
-    best = int(np.lexsort((hole, shrink))[0])
-    return (int(shrink[best]), int(hole[best])), int(pos[best, 0]), int(pos[best, 1])
+    found = space.arrays()
+    ok = (found.heights >= rows) & (found.widths >= cols)
+    m = found.mers[ok]
+    top, left, bottom, right = m[:, 0], m[:, 1], m[:, 2] - rows, m[:, 3] - cols
+    pos_row = np.concatenate((top, top, bottom, bottom))
+    pos_col = np.concatenate((left, right, left, right))
+    area = found.areas[ok]
+    hole = np.concatenate((area, area, area, area))
+    shrink = found.largest - largest_after(found, pos_row, pos_col, rows, cols)
+    place = pos_row * (space.cols + 1) + pos_col  # row, then column
+    best = _least(shrink, hole, place, (space.rows + 1) * (space.cols + 1))
+    return (int(shrink[best]), int(hole[best])), int(pos_row[best]), int(pos_col[best])
+
+
+def _least(first: np.ndarray, second: np.ndarray, third: np.ndarray, bound: int) -> int:
+    """The index of the least (first, second, third) triple; all three are in [0, bound]."""
+    base = bound + 1
+    if base**3 < 2**62:  # one int64 key: (first * base + second) * base + third
+        return int(np.argmin((first * base + second) * base + third))
+    return int(np.lexsort((third, second, first))[0])
 
 
 def first_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[int, int] | None:
@@ -129,21 +128,21 @@ def _tightest_hole(space: FreeSpace, rows: int, cols: int) -> float:
     the hole score of any placement on this wafer."""
     if not space.fits(rows, cols):
         return float("inf")
-    mers = space.array()
-    h, w = mers[:, 2] - mers[:, 0], mers[:, 3] - mers[:, 1]
-    return float((h * w)[(h >= rows) & (w >= cols)].min())
+    found = space.arrays()
+    return float(found.areas[(found.heights >= rows) & (found.widths >= cols)].min())
 
 
 class FitIndex:
-    """'Can rows x cols fit on any of these wafers?' in O(log m); rebuilt after each change.
+    """'Can rows x cols fit on any of these wafers?' in O(1); rebuilt after each change.
 
-    One Pareto front merged from the wafers' own cached fronts, so a rebuild after a start
-    only recomputes the front of the wafer that changed.
+    The widest free rectangle of each height over all wafers (`width_table`), the maximum of
+    the wafers' own cached tables, so a rebuild after a start only recomputes the table of the
+    wafer that changed (a vectorized pass over its MERs).
     """
 
     def __init__(self, spaces: Sequence[FreeSpace | None]) -> None:
-        self.front = shape_frontier(s for s in spaces if s is not None)
+        self.widths = width_table(s for s in spaces if s is not None)
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether some wafer has a free rectangle at least rows tall and cols wide."""
-        return front_fits(self.front, rows, cols)
+        return table_fits(self.widths, rows, cols)
