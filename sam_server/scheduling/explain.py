@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sam_server.scheduling import reasons
-from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.geometry import FreeSpace, table_fits
 from sam_server.scheduling.model import JobId, PolicyJob, Reason, Reservation
 from sam_server.scheduling.placement import FitIndex
 from sam_server.scheduling.quota import QuotaLedger
@@ -28,9 +28,14 @@ class ClusterView:
     most_free: int = 0
     largest: tuple[int, int] = (0, 0)
     distinct: frozenset[tuple[int, int]] = frozenset()  # `shapes` once each (100 equal wafers)
+    wafer_widths: list[int] = field(default_factory=list)  # `shapes` as a widths table
 
     def __post_init__(self) -> None:
         self.distinct = frozenset(self.shapes)
+        tallest = max((r for r, _ in self.distinct), default=-1)
+        self.wafer_widths = [
+            max((c for r, c in self.distinct if r >= h), default=-1) for h in range(tallest + 1)
+        ]
         usable = [s for s in self.spaces if s is not None]
         self.most_free = max((s.free_pes for s in usable), default=0)
         rects = [s.largest_free_rect() for s in usable]
@@ -39,15 +44,16 @@ class ClusterView:
 
 def _resource_reasons(job: PolicyJob, view: ClusterView, now: float) -> list[Reason]:
     """WaferUnavailable, Resources, Fragmented or ReservedFor, whichever holds for `job` now."""
-    if not any(r >= job.rows and c >= job.cols for r, c in view.distinct):
-        return [reasons.wafer_unavailable(job.rows, job.cols)]
-    if not view.fit_now.fits(job.rows, job.cols):
-        if view.most_free < job.pes:
-            return [reasons.resources(job.pes, view.most_free)]
-        return [reasons.fragmented(job.rows, job.cols, view.largest)]
+    rows, cols = job.rows, job.cols
+    if not table_fits(view.wafer_widths, rows, cols):  # no online wafer is that large
+        return [reasons.wafer_unavailable(rows, cols)]
+    if not view.fit_now.fits(rows, cols):
+        if view.most_free < rows * cols:
+            return [reasons.resources(rows * cols, view.most_free)]
+        return [reasons.fragmented(rows, cols, view.largest)]
     res = view.reservation
     if res is not None and res.job_id != job.id and now + job.time_limit_s > res.start_time:
-        if not view.fit_long.fits(job.rows, job.cols):
+        if not view.fit_long.fits(rows, cols):
             return [reasons.reserved_for(res.job_id, res.start_time, res.wafer_id)]
     return []
 
@@ -62,9 +68,10 @@ def _flexible_reasons(job: PolicyJob, view: ClusterView, now: float) -> list[Rea
     ends_after = now + job.time_limit_s
     res = view.reservation
     around = res is None or res.job_id == job.id or ends_after <= res.start_time
-    fits = view.fit_now if around else view.fit_long
-    if any(fits.fits(rows, cols) for rows, cols in shapes[1:]):
-        return []
+    fits = view.fit_now.fits if around else view.fit_long.fits
+    for rows, cols in shapes[1:]:
+        if fits(rows, cols):
+            return []
     extra = f" (none of its {len(shapes) - 1} other accepted shapes fits either)"
     return [Reason(r.code, r.message + extra) for r in found]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 
@@ -51,12 +52,17 @@ def occupy(mers: tuple[Mer, ...], rect: Rect) -> tuple[Mer, ...]:
     # largest first, so a piece is only ever tested against pieces that could contain it
     ordered = sorted(pieces, key=lambda p: ((p[2] - p[0]) * (p[3] - p[1]), p), reverse=True)
     accepted: list[Mer] = []
-    for a0, b0, a1, b1 in ordered:
-        if any(q[0] <= a0 and q[1] <= b0 and q[2] >= a1 and q[3] >= b1 for q in accepted):
-            continue
-        if any(q[0] <= a0 and q[1] <= b0 and q[2] >= a1 and q[3] >= b1 for q in border):
-            continue
-        accepted.append((a0, b0, a1, b1))
+    for piece in ordered:
+        a0, b0, a1, b1 = piece
+        for q0, q1, q2, q3 in accepted:  # (plain loops: a generator per piece costs more)
+            if q0 <= a0 and q1 <= b0 and q2 >= a1 and q3 >= b1:
+                break
+        else:
+            for q0, q1, q2, q3 in border:
+                if q0 <= a0 and q1 <= b0 and q2 >= a1 and q3 >= b1:
+                    break
+            else:
+                accepted.append(piece)
     return tuple(keep + accepted)
 
 
@@ -82,7 +88,10 @@ def maximal_empty_rects(rows: int, cols: int, rects: Iterable[Rect]) -> tuple[Me
 
 def fits_in(mers: Iterable[Mer], rows: int, cols: int) -> bool:
     """Whether some MER is at least rows tall and cols wide."""
-    return any(m[2] - m[0] >= rows and m[3] - m[1] >= cols for m in mers)
+    for r0, c0, r1, c1 in mers:
+        if r1 - r0 >= rows and c1 - c0 >= cols:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,7 @@ class MerArrays:
 
     @classmethod
     def of(cls, mers: tuple[Mer, ...]) -> MerArrays:
-        array = np.array(mers, dtype=np.int64).reshape(-1, 4)
+        array = np.fromiter(chain.from_iterable(mers), np.int64, 4 * len(mers)).reshape(-1, 4)
         heights, widths = array[:, 2] - array[:, 0], array[:, 3] - array[:, 1]
         areas = heights * widths
         return cls(array, heights, widths, areas, int(areas.max()) if len(mers) else 0)

@@ -76,6 +76,7 @@ class PriorityCalculator:
         self._user_f: dict[tuple[str, str], float] = {}
         self._seen: dict[tuple[object, ...], PriorityBreakdown] = {}
         self._seen_now: float | None = None
+        self._size_by_limit: dict[float, float] = {}
 
     def fair_share(self, job: PolicyJob) -> float:
         """The job's fair-share factor in [0, 1]; a tenant unknown to the snapshot scores 1."""
@@ -108,14 +109,28 @@ class PriorityCalculator:
     def _breakdown(self, job: PolicyJob, now: float) -> PriorityBreakdown:
         w = self.config.weights
         age = age_factor(job, now, self.config)
-        factors = {
-            "priority_class": CLASS_RANK.get(job.priority_class, 1) / 3.0,
-            "fair_share": self.fair_share(job),
-            "age": age,
-            "size": size_factor(job, self.cluster_pes, self.config) * (1.0 - age),
-        }
-        weights = (w.priority_class, w.fair_share, w.age, w.size)
+        rank = CLASS_RANK.get(job.priority_class, 1) / 3.0
+        fair = self.fair_share(job)
+        size = self._size(job) * (1.0 - age)
+        factors = {"priority_class": rank, "fair_share": fair, "age": age, "size": size}
         weighted = {
-            name: weight * factors[name] for name, weight in zip(FACTOR_NAMES, weights, strict=True)
+            "priority_class": w.priority_class * rank,
+            "fair_share": w.fair_share * fair,
+            "age": w.age * age,
+            "size": w.size * size,
         }
-        return PriorityBreakdown(sum(weighted.values()), factors, weighted)
+        # the sum in FACTOR_NAMES order, as sum(weighted.values()) adds them
+        total = 0.0 + weighted["priority_class"] + weighted["fair_share"]
+        total = total + weighted["age"] + weighted["size"]
+        return PriorityBreakdown(total, factors, weighted)
+
+    def _size(self, job: PolicyJob) -> float:
+        """`size_factor` (by time limit alone when favouring small jobs: a few distinct values)."""
+        if not self.config.favor_small:
+            return size_factor(job, self.cluster_pes, self.config)
+        found = self._size_by_limit.get(job.time_limit_s)
+        if found is None:
+            found = self._size_by_limit[job.time_limit_s] = size_factor(
+                job, self.cluster_pes, self.config
+            )
+        return found
