@@ -86,16 +86,18 @@ def job_reasons(
 ) -> tuple[Reason, ...]:
     """All the reasons `job` is not running after this plan (never empty)."""
     found: list[Reason] = []
-    if job.state == "queued":
+    state = job.state
+    if state == "queued":
         found.append(reasons.compile_pending(compiles_ahead, job.id in view.dispatched))
-    elif job.state == "compiling":
+    elif state == "compiling":
         found.append(reasons.compiling())
-    if job.id in view.preempting:
-        found.append(reasons.preempting(view.preempting[job.id]))
-    if job.state == "pending" and waiting_ahead > 0:
+    victims = view.preempting.get(job.id) if view.preempting else None
+    if victims is not None:
+        found.append(reasons.preempting(victims))
+    if state == "pending" and waiting_ahead > 0:
         found.append(reasons.priority(waiting_ahead))
     found.extend(ledger.blocks(job))
-    if job.id not in view.preempting:
+    if victims is None:
         found.extend(_flexible_reasons(job, view, now))
     if not found:  # fits and is allowed, but was not started this cycle (e.g. strict order)
         found.append(reasons.priority(waiting_ahead))
