@@ -10,6 +10,7 @@ from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.placement import FitIndex, best_fit_on, choose_placement
 from sam_server.scheduling.quota import QuotaLedger
 from tests.scheduling.factories import job
+from tests.scheduling.test_plain_helpers import plain_best_fit
 
 rect = st.tuples(st.integers(0, 11), st.integers(0, 11), st.integers(1, 6), st.integers(1, 6))
 
@@ -50,33 +51,11 @@ def test_best_fit_skipping_wafers_picks_what_scoring_every_wafer_picks(wafers, r
     assert (chosen.score, chosen.wafer_index) == (score, wafer)
 
 
-def _best_fit_by_occupying(
-    space: FreeSpace, rows: int, cols: int
-) -> tuple[tuple[int, ...], int, int] | None:
-    """best_fit_on the plain way: every corner of every MER that holds the shape, placed on a
-    copy of the space; the least (shrink of the largest free rectangle, MER area, row, col)."""
-    before = max(((m[2] - m[0]) * (m[3] - m[1]) for m in space.mers), default=0)
-    scored = []
-    for r0, c0, r1, c1 in space.mers:
-        if r1 - r0 < rows or c1 - c0 < cols:
-            continue
-        for r in (r0, r1 - rows):
-            for c in (c0, c1 - cols):
-                after = space.copy()
-                after.occupy((r, c, rows, cols))
-                largest = max(((m[2] - m[0]) * (m[3] - m[1]) for m in after.mers), default=0)
-                scored.append((before - largest, (r1 - r0) * (c1 - c0), r, c))
-    if not scored:
-        return None
-    shrink, hole, r, c = min(scored)
-    return (shrink, hole), r, c
-
-
 @settings(max_examples=80, deadline=None)
 @given(st.lists(rect, max_size=10), st.integers(1, 12), st.integers(1, 12))
 def test_best_fit_scores_as_placing_the_job_at_every_corner(rects, rows, cols) -> None:
     space = _space(rects)
-    assert best_fit_on(space, rows, cols) == _best_fit_by_occupying(space, rows, cols)
+    assert best_fit_on(space, rows, cols) == plain_best_fit(space, rows, cols)
 
 
 @settings(max_examples=60, deadline=None)

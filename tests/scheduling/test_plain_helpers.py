@@ -9,25 +9,20 @@ import random
 
 import pytest
 
-from sam_server.scheduling import (
+from sam_server.scheduling import explain, layers, migration, placement, policy, preemption
+from sam_server.scheduling import reservation as timed
+from sam_server.scheduling.geometry import FreeSpace, _mers_cached
+from sam_server.scheduling.model import (
+    CLASS_RANK,
     Allocation,
     PolicyConfig,
     PolicyJob,
     PolicyQuota,
     PolicyWafer,
+    PriorityBreakdown,
     Snapshot,
     TenantState,
-    explain,
-    layers,
-    migration,
-    placement,
-    plan,
-    policy,
-    preemption,
-    reservation,
 )
-from sam_server.scheduling.geometry import FreeSpace, _mers_cached
-from sam_server.scheduling.model import CLASS_RANK, PriorityBreakdown
 from sam_server.scheduling.priority import (
     FACTOR_NAMES,
     PriorityCalculator,
@@ -131,7 +126,7 @@ class _PlainFitIndex:
         return any(_plain_fits(s, rows, cols) for s in self.spaces)
 
 
-def _plain_best_fit(
+def plain_best_fit(
     space: FreeSpace, rows: int, cols: int
 ) -> tuple[tuple[int, ...], int, int] | None:
     """Every corner of every MER that holds the shape, placed on a copy of the space: the
@@ -193,18 +188,18 @@ def test_the_plan_with_plain_helpers_is_the_same_plan(
     snap = _cluster(seed)
     config = CONFIGS[name]
     _mers_cached.cache_clear()
-    fast = plan(snap, NOW, config)
+    fast = policy.plan(snap, NOW, config)
     assert fast.waiting and (fast.starts or not config.backfill)
     with monkeypatch.context() as patched:
         patched.setattr(FreeSpace, "fits", _plain_fits)
         for module in (placement, explain, layers, policy):
             patched.setattr(module, "FitIndex", _PlainFitIndex)
-        for module in (placement, preemption, migration, reservation):
-            patched.setattr(module, "best_fit_on", _plain_best_fit)
+        for module in (placement, preemption, migration, timed):
+            patched.setattr(module, "best_fit_on", plain_best_fit)
         patched.setattr(placement, "_tightest_hole", _plain_tightest)
         patched.setattr(PriorityCalculator, "_breakdown", _plain_breakdown)
         _mers_cached.cache_clear()
-        slow = plan(snap, NOW, config)
+        slow = policy.plan(snap, NOW, config)
     assert slow == fast
     assert repr(slow) == repr(fast)  # (-0.0 and 0.0 compare equal)
 
