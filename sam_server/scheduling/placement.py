@@ -145,4 +145,7 @@ class FitIndex:
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether some wafer has a free rectangle at least rows tall and cols wide."""
-        return table_fits(self.widths, rows, cols)
+        widths = self.widths
+        if 0 <= rows < len(widths):  # (asked tens of thousands of times a cycle: inline)
+            return cols <= widths[rows]
+        return table_fits(widths, rows, cols)
