@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sam_server.scheduling.geometry import FreeSpace, front_fits, shape_frontier
+from sam_server.scheduling.shapes import Shape, free_space_shapes
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,17 @@ class FitIndex:
 
     def __init__(self, spaces: Sequence[FreeSpace | None]) -> None:
         self.front = shape_frontier(s for s in spaces if s is not None)
+        self._cut: dict[tuple[int, float], tuple[Shape, ...]] = {}
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether some wafer has a free rectangle at least rows tall and cols wide."""
         return front_fits(self.front, rows, cols)
+
+    def cut_shapes(self, pes: int, max_aspect: float) -> tuple[Shape, ...]:
+        """Shapes of at least `pes` PEs cut to the free rectangles (`free_space_shapes`),
+        memoized per index: the jobs of one size blocked in a cycle share them."""
+        key = (pes, max_aspect)
+        found = self._cut.get(key)
+        if found is None:
+            found = self._cut[key] = free_space_shapes(pes, self.front, max_aspect)
+        return found

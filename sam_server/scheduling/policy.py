@@ -281,11 +281,34 @@ def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
     """Start `job` now if one of its shapes fits (around the reservations); True if it did.
 
     A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
+    When none fits and `cut_to_fit` is on, shapes cut to the free rectangles are tried.
     """
-    shapes = job.candidate_shapes(cycle.config.flexible)
+    config = cycle.config
+    shapes = job.candidate_shapes(config.flexible)
     longest = max(job.limit_in(r, c) for r, c in shapes) if job.work_pes else job.time_limit_s
     views, index = cycle.view_for(cycle.now + longest)
     views = _for_arch(cycle, job, views)
+    best = _best_start(cycle, job, shapes, views, index)
+    if best is None and config.cut_to_fit and config.flexible and job.cut_bounds is not None:
+        best = _best_start(cycle, job, index.cut_shapes(*job.cut_bounds), views, index)
+    if best is None:
+        return False
+    spot, (rows, cols) = best
+    shaped = job
+    if (rows, cols) != (job.rows, job.cols):
+        shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
+    _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
+    return True
+
+
+def _best_start(
+    cycle: _Cycle,
+    job: PolicyJob,
+    shapes: Sequence[tuple[int, int]],
+    views: list[FreeSpace | None],
+    index: FitIndex,
+) -> tuple[Placement, tuple[int, int]] | None:
+    """The best placement among the first few of `shapes` that fit, and its shape, or None."""
     best: tuple[tuple[tuple[int, ...], int], Placement, tuple[int, int]] | None = None
     tried = 0
     for rows, cols in shapes:
@@ -305,14 +328,7 @@ def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
         key = (spot.score, rows * cols)
         if best is None or key < best[0]:
             best = (key, spot, (rows, cols))
-    if best is None:
-        return False
-    _, spot, (rows, cols) = best
-    shaped = job
-    if (rows, cols) != (job.rows, job.cols):
-        shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
-    _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
-    return True
+    return None if best is None else (best[1], best[2])
 
 
 def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
