@@ -188,6 +188,8 @@ class PolicyConfig:
       to a free maximal rectangle (flush with its height or width, at least the job's PEs,
       within the aspect and waste bounds: `shapes.free_space_shapes`); its decisions where a
       usual shape fits do not change. Needs `flexible`.
+    - cut_reserve: with `cut_to_fit`, a blocked flexible job's reservation may take a shape
+      cut to the free space at the time it starts, when that is earlier than any usual shape's.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -215,6 +217,7 @@ class PolicyConfig:
     migration: bool = True
     migrate_min_gain_s: float = 1800.0
     cut_to_fit: bool = True
+    cut_reserve: bool = True
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,12 @@ from sam_server.scheduling.placement import FitIndex, Placement, choose_placemen
 from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
-from sam_server.scheduling.reservation import TimedRect, earliest_start, earliest_time
+from sam_server.scheduling.reservation import (
+    TimedRect,
+    earliest_cut,
+    earliest_start,
+    earliest_time,
+)
 from sam_server.states import WAITING
 
 WAITING_STATES = WAITING
@@ -445,7 +450,13 @@ def _reserve(cycle: _Cycle, job: PolicyJob) -> None:
             (max(cycle.now, earliest_time(r, c, wafers)), r * c, i)
             for i, (r, c) in enumerate(shapes)
         ]
-        shapes = (shapes[min(times)[2]],)
+        first = min(times)
+        shapes = (shapes[first[2]],)
+        cut_too = cycle.config.cut_to_fit and cycle.config.cut_reserve
+        if cut_too and job.cut_bounds is not None and first[0] > cycle.now:
+            cut = earliest_cut(*job.cut_bounds, wafers)  # a shape cut to the space then
+            if cut is not None and max(cycle.now, cut[0]) < first[0]:
+                shapes = (cut[1],)
     rows, cols = shapes[0]
     found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
     if found is None:

@@ -188,3 +188,21 @@ def test_the_replay_runs_a_cycle_when_only_a_cut_shape_fits() -> None:
     on = simulate(trace, spec, PolicyConfig())
     off = simulate(trace, spec, PolicyConfig(cut_to_fit=False))
     assert on.max_wait_s < off.max_wait_s
+
+
+def test_a_reservation_takes_a_cut_shape_when_it_starts_earlier() -> None:
+    # 23x34: the top 12 rows and the bottom-right 11x16 held until 1000; the 11x18 hole at the
+    # bottom left is held until 100. A quarter job (192 PEs) fits no usual shape before 1000,
+    # but the hole's shape, 11x18, from 100: it reserves that.
+    wafer = [("w0", 23, 34)]
+    a, alloc_a = running(7, 0, 0, 12, 34, limit=1000.0)
+    b, alloc_b = running(8, 12, 18, 11, 16, limit=1000.0)
+    c, alloc_c = running(9, 12, 0, 11, 18, limit=100.0)
+    quarter = job(1, 12, 16, limit=50.0, shapes=flexible_shapes(192, 23, 34) + ((16, 12),))
+    snap = snapshot(wafer, [a, b, c, quarter], {"w0": [alloc_a, alloc_b, alloc_c]})
+    cfg = PolicyConfig(reserve_after_s=0.0)
+    res = plan(snap, 10.0, cfg).reservation
+    assert res is not None and res.job_id == 1
+    assert (res.row, res.col, res.rows, res.cols, res.start_time) == (12, 0, 11, 18, 100.0)
+    usual = plan(snap, 10.0, replace(cfg, cut_reserve=False)).reservation
+    assert usual is not None and usual.start_time == 1000.0 and (usual.rows, usual.cols) != (11, 18)

@@ -106,7 +106,9 @@ def _a_cut_shape(j, rows: int, cols: int) -> bool:
     if j.cut_bounds is None:
         return False
     pes, aspect = j.cut_bounds
-    return pes <= rows * cols <= pes * (1 + MAX_WASTE) and max(rows, cols) <= aspect * min(rows, cols)
+    return pes <= rows * cols <= pes * (1 + MAX_WASTE) and max(rows, cols) <= aspect * min(
+        rows, cols
+    )
 
 
 def _check_regions_and_quotas(p, snap, now) -> None:
