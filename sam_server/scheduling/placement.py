@@ -145,6 +145,7 @@ class FitIndex:
     def __init__(self, spaces: Sequence[FreeSpace | None]) -> None:
         self.front = shape_frontier(s for s in spaces if s is not None)
         self._cut: dict[tuple[int, float], tuple[Shape, ...]] = {}
+        self._most = max((h * w for h, w in self.front), default=0)  # largest free rectangle
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether some wafer has a free rectangle at least rows tall and cols wide."""
@@ -153,6 +154,8 @@ class FitIndex:
     def cut_shapes(self, pes: int, max_aspect: float) -> tuple[Shape, ...]:
         """Shapes of at least `pes` PEs cut to the free rectangles (`free_space_shapes`),
         memoized per index: the jobs of one size blocked in a cycle share them."""
+        if pes > self._most:
+            return ()  # (most blocked jobs of a busy cluster: no free rectangle is that large)
         key = (pes, max_aspect)
         found = self._cut.get(key)
         if found is None:

@@ -296,7 +296,8 @@ def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
     views = _for_arch(cycle, job, views)
     best = _best_start(cycle, job, shapes, views, index)
     if best is None and config.cut_to_fit and config.flexible and job.cut_bounds is not None:
-        best = _best_start(cycle, job, index.cut_shapes(*job.cut_bounds), views, index)
+        cut = index.cut_shapes(*job.cut_bounds)
+        best = _best_start(cycle, job, cut, views, index) if cut else None
     if best is None:
         return False
     spot, (rows, cols) = best
