@@ -213,6 +213,9 @@ def _could_start(state: _State) -> bool:
     pending = state.pending.values()
     if any(index.fits(*shape) for j in pending for shape in j.candidate_shapes(flexible)):
         return True
+    if flexible and state.config.cut_to_fit:  # (a job may start in a shape cut to the space)
+        if any(j.cut_bounds and index.cut_shapes(*j.cut_bounds) for j in pending):
+            return True
     if not state.config.preemption or not state.running:
         return False
     lowest = min(CLASS_RANK[r.job.priority_class] for r in state.running.values())

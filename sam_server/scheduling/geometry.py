@@ -212,3 +212,24 @@ def table_fits(widths: Sequence[int], rows: int, cols: int) -> bool:
     if rows >= len(widths):
         return False
     return cols <= widths[rows] if rows >= 0 else bool(widths) and cols <= widths[0]
+
+
+def pareto_front(shapes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (height, width) pairs no other pair dominates: heights ascending, widths descending."""
+    front: list[tuple[int, int]] = []
+    for h, w in sorted(shapes, key=lambda hw: (-hw[0], -hw[1])):
+        if not front or w > front[-1][1]:
+            front.append((h, w))
+    front.reverse()
+    return front
+
+
+def table_front(widths: Sequence[int]) -> list[tuple[int, int]]:
+    """The Pareto front (as `pareto_front`) of the free rectangles a widths table stands for:
+    the heights where the widest free rectangle gets narrower one row taller."""
+    last = len(widths) - 1
+    return [
+        (h, widths[h])
+        for h in range(1, last + 1)
+        if widths[h] > 0 and (h == last or widths[h + 1] < widths[h])
+    ]

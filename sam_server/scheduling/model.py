@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
+from sam_server.scheduling.shapes import MAX_ASPECT
+
 JobId = int | str
 """A job's id. All ids in one snapshot must be of one type (they are sorted for tie-breaks)."""
 
@@ -116,6 +118,17 @@ class PolicyJob:
         return self._all_shapes
 
     @cached_property
+    def cut_bounds(self) -> tuple[int, float] | None:
+        """(PEs, aspect bound) of the shapes a flexible job may take cut to the free space
+        (`shapes.free_space_shapes`), None for a rigid job: its PEs (work_pes, else its asked
+        shape's) and the largest aspect among the shapes it accepts, at most shapes.MAX_ASPECT
+        (so never beyond the job's own bound)."""
+        if not self.shapes:
+            return None
+        aspect = max(max(r, c) / min(r, c) for r, c in self.shapes)
+        return (self.work_pes or self.pes, min(aspect, MAX_ASPECT))
+
+    @cached_property
     def _all_shapes(self) -> tuple[tuple[int, int], ...]:
         # computed once per job object: every cycle asks it for each waiting job, several times
         asked = (self.rows, self.cols)
@@ -171,6 +184,12 @@ class PolicyConfig:
     - migration: the first blocked job may start now by moving one running checkpointing job
       elsewhere (see `migration`); bounded per job with preemptions (`max_preemptions_per_job`).
     - migrate_min_gain_s: a move is made only if the blocked job would otherwise wait this long.
+    - cut_to_fit: a flexible job none of whose usual shapes fits now may start in a shape cut
+      to a free maximal rectangle (flush with its height or width, at least the job's PEs,
+      within the aspect and waste bounds: `shapes.free_space_shapes`); its decisions where a
+      usual shape fits do not change. Needs `flexible`.
+    - cut_reserve: with `cut_to_fit`, a blocked flexible job's reservation may take a shape
+      cut to the free space at the time it starts, when that is earlier than any usual shape's.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -197,6 +216,8 @@ class PolicyConfig:
     slowdown_floor_s: float = 600.0
     migration: bool = True
     migrate_min_gain_s: float = 1800.0
+    cut_to_fit: bool = True
+    cut_reserve: bool = True
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sam_server.scheduling.geometry import FreeSpace, MerArrays, table_fits, width_table
+from sam_server.scheduling.geometry import (
+    FreeSpace,
+    MerArrays,
+    table_fits,
+    table_front,
+    width_table,
+)
+from sam_server.scheduling.shapes import Shape, free_space_shapes
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,8 @@ class FitIndex:
 
     def __init__(self, spaces: Sequence[FreeSpace | None]) -> None:
         self.widths = width_table(s for s in spaces if s is not None)
+        self._cut: dict[tuple[int, float], tuple[Shape, ...]] = {}
+        self._front: list[Shape] | None = None
 
     def fits(self, rows: int, cols: int) -> bool:
         """Whether some wafer has a free rectangle at least rows tall and cols wide."""
@@ -149,3 +158,17 @@ class FitIndex:
         if 0 <= rows < len(widths):  # (asked tens of thousands of times a cycle: inline)
             return cols <= widths[rows]
         return table_fits(widths, rows, cols)
+
+    def cut_shapes(self, pes: int, max_aspect: float) -> tuple[Shape, ...]:
+        """Shapes of at least `pes` PEs cut to the free rectangles (`free_space_shapes`),
+        memoized per index: the jobs of one size blocked in a cycle share them."""
+        if self._front is None:
+            self._front = table_front(self.widths)
+            self._most = max((h * w for h, w in self._front), default=0)
+        if pes > self._most:
+            return ()  # (most blocked jobs of a busy cluster: no free rectangle is that large)
+        key = (pes, max_aspect)
+        found = self._cut.get(key)
+        if found is None:
+            found = self._cut[key] = free_space_shapes(pes, self._front, max_aspect)
+        return found

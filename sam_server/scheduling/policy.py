@@ -3,7 +3,8 @@
 1. Order the waiting jobs: by priority (weighted sum) or, for the anchors, by submit time.
 2. Send the highest-priority queued jobs to the free compile slots.
 3. Walk the pending jobs in order. A job within its tenant's quotas starts where it fits
-   (best fit or first fit). The first job that does not fit is the top blocked job: it may
+   (best fit or first fit; a flexible job none of whose shapes fits may take one cut to a
+   free rectangle, `cut_to_fit`). The first job that does not fit is the top blocked job: it may
    preempt lower-class jobs (if that is the only way), or start now by moving one running
    checkpointing job elsewhere (`migration`). Otherwise the first blocked job that has
    been eligible for `reserve_after_s` gets a reservation, a concrete rectangle and start time
@@ -51,7 +52,12 @@ from sam_server.scheduling.placement import FitIndex, Placement, choose_placemen
 from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
-from sam_server.scheduling.reservation import TimedRect, earliest_start, earliest_time
+from sam_server.scheduling.reservation import (
+    TimedRect,
+    earliest_cut,
+    earliest_start,
+    earliest_time,
+)
 from sam_server.states import WAITING
 
 WAITING_STATES = WAITING
@@ -281,11 +287,35 @@ def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
     """Start `job` now if one of its shapes fits (around the reservations); True if it did.
 
     A flexible job's shapes are all scored and the best placement wins (ties: the asked shape).
+    When none fits and `cut_to_fit` is on, shapes cut to the free rectangles are tried.
     """
-    shapes = job.candidate_shapes(cycle.config.flexible)
+    config = cycle.config
+    shapes = job.candidate_shapes(config.flexible)
     longest = max(job.limit_in(r, c) for r, c in shapes) if job.work_pes else job.time_limit_s
     views, index = cycle.view_for(cycle.now + longest)
     views = _for_arch(cycle, job, views)
+    best = _best_start(cycle, job, shapes, views, index)
+    if best is None and config.cut_to_fit and config.flexible and job.cut_bounds is not None:
+        cut = index.cut_shapes(*job.cut_bounds)
+        best = _best_start(cycle, job, cut, views, index) if cut else None
+    if best is None:
+        return False
+    spot, (rows, cols) = best
+    shaped = job
+    if (rows, cols) != (job.rows, job.cols):
+        shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
+    _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
+    return True
+
+
+def _best_start(
+    cycle: _Cycle,
+    job: PolicyJob,
+    shapes: Sequence[tuple[int, int]],
+    views: list[FreeSpace | None],
+    index: FitIndex,
+) -> tuple[Placement, tuple[int, int]] | None:
+    """The best placement among the first few of `shapes` that fit, and its shape, or None."""
     best: tuple[tuple[tuple[int, ...], int], Placement, tuple[int, int]] | None = None
     tried = 0
     for rows, cols in shapes:
@@ -305,14 +335,7 @@ def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
         key = (spot.score, rows * cols)
         if best is None or key < best[0]:
             best = (key, spot, (rows, cols))
-    if best is None:
-        return False
-    _, spot, (rows, cols) = best
-    shaped = job
-    if (rows, cols) != (job.rows, job.cols):
-        shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
-    _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
-    return True
+    return None if best is None else (best[1], best[2])
 
 
 def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
@@ -429,7 +452,13 @@ def _reserve(cycle: _Cycle, job: PolicyJob) -> None:
             (max(cycle.now, earliest_time(r, c, wafers)), r * c, i)
             for i, (r, c) in enumerate(shapes)
         ]
-        shapes = (shapes[min(times)[2]],)
+        first = min(times)
+        shapes = (shapes[first[2]],)
+        cut_too = cycle.config.cut_to_fit and cycle.config.cut_reserve
+        if cut_too and job.cut_bounds is not None and first[0] > cycle.now:
+            cut = earliest_cut(*job.cut_bounds, wafers)  # a shape cut to the space then
+            if cut is not None and max(cycle.now, cut[0]) < first[0]:
+                shapes = (cut[1],)
     rows, cols = shapes[0]
     found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
     if found is None:

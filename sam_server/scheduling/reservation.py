@@ -12,8 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sam_server.scheduling.geometry import FreeSpace, Mer, Rect, fits_in, occupy
+from sam_server.scheduling.geometry import FreeSpace, Mer, Rect, fits_in, occupy, pareto_front
 from sam_server.scheduling.placement import best_fit_on, first_fit_on
+from sam_server.scheduling.shapes import Shape, free_space_shapes
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,44 @@ def earliest_time(
         found = _earliest_on(rows, cols, wafer[0], wafer[1], wafer[2])
         if found is not None:
             best = min(best, found[0])
+    return best
+
+
+def _cut_now(pes: int, max_aspect: float, mers: tuple[Mer, ...]) -> tuple[Shape, ...]:
+    if not any((m[2] - m[0]) * (m[3] - m[1]) >= pes for m in mers):
+        return ()  # (cheap test first: no free rectangle holds the PEs)
+    return free_space_shapes(
+        pes, pareto_front((m[2] - m[0], m[3] - m[1]) for m in mers), max_aspect
+    )
+
+
+def earliest_cut(
+    pes: int, max_aspect: float, wafers: Sequence[tuple[int, int, Sequence[TimedRect]] | None]
+) -> tuple[float, Shape] | None:
+    """The earliest time some shape of at least `pes` PEs cut to the free space
+    (`shapes.free_space_shapes`) fits a wafer, and the first such shape then, or None.
+
+    The same walk as for a fixed shape (`_earliest_on`): running jobs are added back latest
+    end first until no cut shape is left. Ties on time go to the lower wafer index."""
+    best: tuple[float, Shape] | None = None
+    for wafer in wafers:
+        if wafer is None:
+            continue
+        order = sorted(wafer[2], key=lambda h: (h.end, h.rect))
+        mers: tuple[Mer, ...] = ((0, 0, wafer[0], wafer[1]),)
+        shapes = _cut_now(pes, max_aspect, mers)
+        if not shapes:
+            continue
+        start = order[-1].end if order else -math.inf
+        for j in range(len(order) - 1, -1, -1):
+            after = occupy(mers, order[j].rect)
+            cut = _cut_now(pes, max_aspect, after)
+            if not cut:
+                break
+            mers, shapes = after, cut
+            start = order[j - 1].end if j > 0 else -math.inf
+        if best is None or start < best[0]:
+            best = (start, shapes[0])
     return best
 
 

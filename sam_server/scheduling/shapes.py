@@ -10,6 +10,7 @@ done before the start.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 
 Shape = tuple[int, int]
@@ -99,3 +100,37 @@ def check_flexible_region(rows: int, cols: int, max_aspect: float) -> str | None
     if max_aspect < 1.0:
         return f"max_aspect {max_aspect} is below 1; use a bound of at least 1 (1 = square only)"
     return None
+
+
+def free_space_shapes(
+    pes: int,
+    front: Sequence[Shape],
+    max_aspect: float = MAX_ASPECT,
+    max_waste: float = MAX_WASTE,
+    limit: int = MAX_SHAPES,
+) -> tuple[Shape, ...]:
+    """Shapes of at least `pes` PEs cut to the free space, for a flexible job none of whose
+    usual shapes fits: for each free rectangle h x w of `front` (the Pareto front of the free
+    maximal rectangles' sides, `geometry.pareto_front`), the rectangle flush with its height
+    (h x ceil(pes / h)) and the one flush with its width (ceil(pes / w) x w), when it fits in
+    h x w and keeps the aspect and waste bounds of `flexible_shapes`. A free rectangle that
+    such a shape fills leaves no sliver beside it: the shape the free space asks for (an
+    11x18 beside a 12x16 in a pinwheel). Every one fits now by construction. Least area first,
+    then squarest, then the wider; none dominated; at most `limit`.
+    """
+    most = pes * (1.0 + max_waste)
+    found: set[Shape] = set()
+    for h, w in front:
+        if h * w < pes:
+            continue
+        for r, c in ((h, -(-pes // h)), (-(-pes // w), w)):
+            if c <= w and r <= h and r * c <= most and max(r, c) <= max_aspect * min(r, c):
+                found.add((r, c))
+    if not found:
+        return ()
+    ordered = sorted(found, key=lambda s: (s[0] * s[1], max(s) / min(s), s[0] > s[1], s))
+    kept: list[Shape] = []
+    for r, c in ordered:
+        if not any(kr <= r and kc <= c for kr, kc in kept):
+            kept.append((r, c))
+    return tuple(kept[:limit])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sam_server.scheduling import PolicyQuota, TenantState
-from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.geometry import FreeSpace, pareto_front, table_front
 from sam_server.scheduling.placement import FitIndex, best_fit_on, choose_placement
 from sam_server.scheduling.quota import QuotaLedger
 from tests.scheduling.factories import job
@@ -102,3 +105,18 @@ def test_quota_allows_exactly_when_no_quota_reason_blocks(
     for j in jobs[used_jobs:]:
         assert ledger.allows(j) == (not ledger.blocks(j))
     assert ledger.allows(job(999, 1, 1, tenant="other"))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_table_front_is_the_pareto_front_of_the_free_rectangles(seed: int) -> None:
+    """FitIndex derives the free rectangles' front (for cut shapes) from its widths table:
+    the same pairs as the Pareto front of every maximal free rectangle's sides."""
+    rng = random.Random(seed)
+    space = FreeSpace.of(23, 34, [])
+    for _ in range(rng.randint(0, 12)):
+        r, c = rng.randint(1, 9), rng.randint(1, 12)
+        if space.fits(r, c):
+            spot = next(m for m in space.mers if m[2] - m[0] >= r and m[3] - m[1] >= c)
+            space.occupy((spot[0], spot[1], r, c))
+    sides = [(m[2] - m[0], m[3] - m[1]) for m in space.mers]
+    assert table_front(space.widths().tolist()) == pareto_front(sides)

@@ -9,7 +9,7 @@ import pytest
 from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceJob, shape_for_pes
 from sam_server.scheduling import PolicyConfig, PolicyQuota, easy_config, plan
-from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.shapes import flexible_shapes, free_space_shapes
 
 from .factories import job, running, snapshot
 
@@ -67,8 +67,11 @@ def test_a_larger_flexible_shape_never_takes_the_tenant_over_max_pes() -> None:
     assert [(s.rows, s.cols) for s in p.starts] == [(10, 4)]
     tight = {"t": PolicyQuota(max_pes=39), "other": PolicyQuota()}
     small = job(2, 6, 6, shapes=((4, 10),))  # 36 PEs; 4x10 = 40
-    p = plan(snapshot(W10, [held, small], {"w0": [alloc]}, quotas=tight), 0.0)
+    snap = snapshot(W10, [held, small], {"w0": [alloc]}, quotas=tight)
+    p = plan(snap, 0.0, PolicyConfig(cut_to_fit=False))
     assert p.starts == []  # 6x6 does not fit the strip and 4x10 would exceed max_pes
+    # cut to the 10x4 strip, 9x4 holds exactly its 36 PEs: within max_pes
+    assert [(s.rows, s.cols) for s in plan(snap, 0.0).starts] == [(9, 4)]
 
 
 def test_a_flexible_job_reserves_the_shape_that_starts_first() -> None:
@@ -138,3 +141,68 @@ def test_a_moldable_job_takes_a_shape_a_little_smaller_only_when_no_full_shape_f
     roomy = snapshot([("w0", 9, 20)], [filler, moldable], {"w0": [alloc]})
     assert all(s.rows * s.cols >= 104 for s in plan(roomy, 0.0).starts)
     assert len(plan(roomy, 0.0).starts) == 1
+
+
+def test_free_space_shapes_are_flush_with_a_free_rectangle_and_keep_the_bounds() -> None:
+    # free rectangles 11x34 and 23x2 (two 12x16 jobs side by side on a 23x34 wafer)
+    front = [(11, 34), (23, 2)]
+    assert free_space_shapes(192, front) == ((11, 18),)  # flush with the 11 rows
+    assert free_space_shapes(400, front) == ()  # larger than any free rectangle
+    # 40 PEs: 11x4 (flush with 11x34), 20x2 (flush with 23x2) is 10:1, beyond the bound
+    assert free_space_shapes(40, front) == ((11, 4),)
+    assert free_space_shapes(40, front, max_aspect=10.0) == ((20, 2), (11, 4))  # least area
+    # 46 PEs: 23x2 is 11.5:1, beyond the aspect bound; 11x5 wastes 9 PEs (19.6%), beyond 12.5%
+    assert free_space_shapes(46, front) == ()
+    for r, c in free_space_shapes(100, [(9, 30), (30, 9), (12, 12)]):
+        assert 100 <= r * c <= 112.5 and max(r, c) <= 4 * min(r, c)
+
+
+def test_a_flexible_job_starts_in_a_shape_cut_to_the_free_space() -> None:
+    # 23x34 wafer, the top 12 rows and the bottom-right 11x16 held: 11x18 stays free. A
+    # quarter job (192 PEs) fits none of its usual shapes (12x16, 16x12, 8x24, 13x15, 15x13,
+    # 14x14) there, but the shape cut to the hole, 11x18 (198 PEs), does.
+    wafer = [("w0", 23, 34)]
+    a, alloc_a = running(8, 0, 0, 12, 34, limit=1000.0)
+    b, alloc_b = running(9, 12, 18, 11, 16, limit=1000.0)
+    quarter = job(1, 12, 16, limit=100.0, shapes=flexible_shapes(192, 23, 34) + ((16, 12),))
+    assert not any(r <= 11 and c <= 18 for r, c in quarter.candidate_shapes())
+    snap = snapshot(wafer, [a, b, quarter], {"w0": [alloc_a, alloc_b]})
+    p = plan(snap, 10.0)
+    assert [(s.job_id, s.row, s.col, s.rows, s.cols) for s in p.starts] == [(1, 12, 0, 11, 18)]
+    # off (or rigid, or the anchors): it waits
+    assert plan(snap, 10.0, PolicyConfig(cut_to_fit=False)).starts == []
+    rigid = replace(quarter, shapes=())
+    assert plan(snapshot(wafer, [a, b, rigid], {"w0": [alloc_a, alloc_b]}), 10.0).starts == []
+    assert plan(snap, 10.0, easy_config()).starts == []
+
+
+def test_the_replay_runs_a_cycle_when_only_a_cut_shape_fits() -> None:
+    # 6 PEs per processor on 23x34: two 32-processor jobs (192 PEs) run for an hour; a third
+    # arrives after them and starts at once in a cut shape, not when one of them ends
+    spec = ClusterSpec(1, 23, 34, 6)
+    trace = [
+        TraceJob(1, 0.0, 3600.0, 3600.0, 32, "u"),
+        TraceJob(2, 0.0, 3600.0, 3600.0, 32, "u"),
+        TraceJob(3, 60.0, 600.0, 600.0, 32, "u"),
+    ]
+    on = simulate(trace, spec, PolicyConfig())
+    off = simulate(trace, spec, PolicyConfig(cut_to_fit=False))
+    assert on.max_wait_s < off.max_wait_s
+
+
+def test_a_reservation_takes_a_cut_shape_when_it_starts_earlier() -> None:
+    # 23x34: the top 12 rows and the bottom-right 11x16 held until 1000; the 11x18 hole at the
+    # bottom left is held until 100. A quarter job (192 PEs) fits no usual shape before 1000,
+    # but the hole's shape, 11x18, from 100: it reserves that.
+    wafer = [("w0", 23, 34)]
+    a, alloc_a = running(7, 0, 0, 12, 34, limit=1000.0)
+    b, alloc_b = running(8, 12, 18, 11, 16, limit=1000.0)
+    c, alloc_c = running(9, 12, 0, 11, 18, limit=100.0)
+    quarter = job(1, 12, 16, limit=50.0, shapes=flexible_shapes(192, 23, 34) + ((16, 12),))
+    snap = snapshot(wafer, [a, b, c, quarter], {"w0": [alloc_a, alloc_b, alloc_c]})
+    cfg = PolicyConfig(reserve_after_s=0.0)
+    res = plan(snap, 10.0, cfg).reservation
+    assert res is not None and res.job_id == 1
+    assert (res.row, res.col, res.rows, res.cols, res.start_time) == (12, 0, 11, 18, 100.0)
+    usual = plan(snap, 10.0, replace(cfg, cut_reserve=False)).reservation
+    assert usual is not None and usual.start_time == 1000.0 and (usual.rows, usual.cols) != (11, 18)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sam_server.scheduling import Allocation, PolicyConfig, PolicyQuota, plan
 from sam_server.scheduling.model import CLASS_RANK, PolicyJob
-from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.shapes import MAX_WASTE, flexible_shapes
 
 from .factories import job, overlaps, snapshot
 
@@ -101,6 +101,16 @@ def _run_cycles(wafers, jobs, quotas, offline, cycles, config, check):
         now += 30.0
 
 
+def _a_cut_shape(j, rows: int, cols: int) -> bool:
+    """Whether rows x cols keeps the bounds of a shape cut to the free space for job `j`."""
+    if j.cut_bounds is None:
+        return False
+    pes, aspect = j.cut_bounds
+    return pes <= rows * cols <= pes * (1 + MAX_WASTE) and max(rows, cols) <= aspect * min(
+        rows, cols
+    )
+
+
 def _check_regions_and_quotas(p, snap, now) -> None:
     shapes = {w.id: w for w in snap.wafers}
     held = {w.id: [(a.row, a.col, a.rows, a.cols) for a in w.allocations] for w in snap.wafers}
@@ -130,7 +140,8 @@ def _check_regions_and_quotas(p, snap, now) -> None:
         assert not any(overlaps(rect, other) for other in held[s.wafer_id])
         held[s.wafer_id].append(rect)
         j = by_id[s.job_id]
-        assert (s.rows, s.cols) in j.candidate_shapes()  # the asked shape or an alternative
+        # the asked shape, an alternative, or (flexible jobs) a shape cut to the free space
+        assert (s.rows, s.cols) in j.candidate_shapes() or _a_cut_shape(j, s.rows, s.cols)
         pes[j.tenant] = pes.get(j.tenant, 0) + s.rows * s.cols
         count[j.tenant] = count.get(j.tenant, 0) + 1
     for tenant, state in snap.tenants.items():

@@ -11,7 +11,7 @@ import pytest
 
 from sam_server.scheduling import explain, layers, migration, placement, policy, preemption
 from sam_server.scheduling import reservation as timed
-from sam_server.scheduling.geometry import FreeSpace, _mers_cached
+from sam_server.scheduling.geometry import FreeSpace, _mers_cached, pareto_front
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Allocation,
@@ -29,7 +29,7 @@ from sam_server.scheduling.priority import (
     age_factor,
     size_factor,
 )
-from sam_server.scheduling.shapes import flexible_shapes
+from sam_server.scheduling.shapes import flexible_shapes, free_space_shapes
 
 TENANTS = ("a", "b", "c")
 CLASSES = ("low", "normal", "normal", "high", "urgent")
@@ -124,6 +124,10 @@ class _PlainFitIndex:
 
     def fits(self, rows: int, cols: int) -> bool:
         return any(_plain_fits(s, rows, cols) for s in self.spaces)
+
+    def cut_shapes(self, pes: int, max_aspect: float) -> tuple[tuple[int, int], ...]:
+        sides = [(m[2] - m[0], m[3] - m[1]) for s in self.spaces for m in s.mers]
+        return free_space_shapes(pes, pareto_front(sides), max_aspect)
 
 
 def plain_best_fit(
