@@ -60,11 +60,16 @@ class PolicyQuota:
 
 @dataclass(frozen=True)
 class TenantState:
-    """A tenant's quota and its decayed usage in PE-seconds (total and per user)."""
+    """A tenant's quota and its decayed usage in PE-seconds (total and per user).
+
+    `user_slowdown`: per user, (sum of the bounded slowdowns of its ended jobs, their count),
+    both decayed with the usage half-life; read by `slowdown_share_factor` (see `fairshare`).
+    """
 
     quota: PolicyQuota = field(default_factory=PolicyQuota)
     usage_pe_s: float = 0.0
     user_usage_pe_s: dict[str, float] = field(default_factory=dict)
+    user_slowdown: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,13 @@ class PolicyConfig:
     - migration: the first blocked job may start now by moving one running checkpointing job
       elsewhere (see `migration`); bounded per job with preemptions (`max_preemptions_per_job`).
     - migrate_min_gain_s: a move is made only if the blocked job would otherwise wait this long.
+    - slowdown_share_factor: fair share over experienced slowdown: a user whose mean bounded
+      slowdown (its ended jobs from `TenantState.user_slowdown`, and its jobs not ended so far,
+      the time limit standing for the run time) is at least this multiple of the mean over
+      users, and above `slowdown_share_floor`, has its job of the highest slowdown so far go
+      first in the walk (after the protected oldest), at most `slowdown_share_max` users, the
+      furthest behind first; 0 = off. Bounds the unfairness that shortest-first ordering leaves
+      to a user with few jobs, one of them stuck (Jain's index over users' mean slowdown).
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -197,6 +209,9 @@ class PolicyConfig:
     slowdown_floor_s: float = 600.0
     migration: bool = True
     migrate_min_gain_s: float = 1800.0
+    slowdown_share_factor: float = 0.0
+    slowdown_share_floor: float = 2.0
+    slowdown_share_max: int = 1
 
 
 @dataclass(frozen=True)
@@ -323,4 +338,5 @@ def easy_config() -> PolicyConfig:
         reservations=1,
         protect_oldest=0,
         migration=False,
+        slowdown_share_factor=0.0,
     )

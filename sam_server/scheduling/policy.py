@@ -28,6 +28,7 @@ from itertools import compress, repeat
 from operator import attrgetter, eq
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
+from sam_server.scheduling.fairshare import lagging_jobs
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.migration import choose_migration
@@ -481,7 +482,10 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
     Only jobs that have waited `reserve_after_s` are moved.
     """
     count = cycle.config.protect_oldest
-    if (count <= 0 and cycle.config.overdue_wait_s <= 0) or len(pending) < 2:
+    lagging = lagging_jobs(
+        cycle.snapshot.jobs, pending, cycle.snapshot.tenants, cycle.now, cycle.config
+    )
+    if (count <= 0 and cycle.config.overdue_wait_s <= 0 and not lagging) or len(pending) < 2:
         return pending
     top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
     peers = [
@@ -491,7 +495,7 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
         and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
     ]
     if not peers:
-        return pending
+        return _put_first(lagging, pending)
     peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
     bound = cycle.config.overdue_wait_s
     factor = cycle.config.overdue_median_factor
@@ -506,9 +510,17 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
             overdue += 1
         if factor > 0:
             overdue = min(overdue, cycle.config.overdue_max)
-    first = peers[: max(count, overdue)]
-    chosen = {id(j) for j in first}
-    return [*first, *(j for j in pending if id(j) not in chosen)]
+    return _put_first([*peers[: max(count, overdue)], *lagging], pending)
+
+
+def _put_first(first: list[PolicyJob], pending: list[PolicyJob]) -> list[PolicyJob]:
+    """`pending` with the jobs of `first` moved to the front, in that order, once each."""
+    if not first:
+        return pending
+    chosen: dict[int, PolicyJob] = {}
+    for job in first:
+        chosen.setdefault(id(job), job)
+    return [*chosen.values(), *(j for j in pending if id(j) not in chosen)]
 
 
 def _may_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
