@@ -170,22 +170,24 @@ def _apply(state: _State, now: float) -> None:
         _migrate(state, int(pre.job_id), pre.to, now)
     if moves:
         decided = plan(_snapshot(state), now, explain=False)
-    for pre in decided.preemptions:
-        if pre.to is not None:  # a second move in one instant waits for the next event
-            continue
+    stops = [p for p in decided.preemptions if p.to is None]
+    for pre in stops:
         run = state.running.pop(int(pre.job_id))
         job_id = int(run.job.id)
         stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
-        state.remaining[job_id] = max(0.0, run.end - now) / stretch  # from its checkpoint
+        # from its checkpoint, plus the checkpoint and restart
+        state.remaining[job_id] = max(0.0, run.end - now) / stretch + MOVE_COST_S
+        state.lost_s += MOVE_COST_S
         state.pending[job_id] = replace(
             state.asked[job_id],  # back to its asked shape and alternatives
             state="pending",
             started_at=None,
             preempt_count=run.job.preempt_count + 1,
             last_preempted_at=now,
-            eligible_at=now,
-        )
+        )  # eligible since it first was, as the live system keeps it (its seniority stays)
         state.preemptions += 1
+    if stops:  # the preemptor (and whatever else fits the freed space) starts now
+        decided = plan(_snapshot(state), now, explain=False)
     for s in decided.starts:
         job_id = int(s.job_id)
         job = state.pending.pop(job_id)

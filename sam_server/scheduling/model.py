@@ -176,6 +176,11 @@ class PolicyConfig:
     - migration: the first blocked job may start now by moving one running checkpointing job
       elsewhere (see `migration`); bounded per job with preemptions (`max_preemptions_per_job`).
     - migrate_min_gain_s: a move is made only if the blocked job would otherwise wait this long.
+    - suspend_factor: selective suspension: the first blocked job whose bounded slowdown so
+      far is this multiple of a running job's of the same class (and whose time limit is
+      shorter than what that job has left) may preempt it (checkpoint, back to pending), within
+      the preemption protections (`min_run_before_preempt_s`, `max_preemptions_per_job`);
+      0 = off (then only a higher class preempts).
     - slowdown_share_factor: fair share over experienced slowdown: a user whose mean bounded
       slowdown (its ended jobs from `TenantState.user_slowdown`, and its jobs not ended so far,
       the time limit standing for the run time) is at least this multiple of the mean over
@@ -210,6 +215,7 @@ class PolicyConfig:
     migration: bool = True
     migrate_min_gain_s: float = 1800.0
     slowdown_share_factor: float = 0.0
+    suspend_factor: float = 0.0
     slowdown_share_floor: float = 2.0
     slowdown_share_max: int = 1
 
@@ -339,4 +345,5 @@ def easy_config() -> PolicyConfig:
         protect_oldest=0,
         migration=False,
         slowdown_share_factor=0.0,
+        suspend_factor=0.0,
     )

@@ -49,7 +49,7 @@ from sam_server.scheduling.model import (
     arch_matches,
 )
 from sam_server.scheduling.placement import FitIndex, Placement, choose_placement
-from sam_server.scheduling.preemption import Held, choose_victims
+from sam_server.scheduling.preemption import Held, choose_victims, slowdown_so_far
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
 from sam_server.scheduling.reservation import TimedRect, earliest_start, earliest_time
@@ -529,7 +529,9 @@ def _may_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
     if not cycle.config.preemption or cycle.preempt_tried:
         return False
     if CLASS_RANK.get(job.priority_class, 1) <= cycle.lowest_running_rank:
-        return False
+        factor = cycle.config.suspend_factor
+        if factor <= 0 or slowdown_so_far(job, cycle.now) < factor:
+            return False  # (no running job's slowdown is below 1: none could be suspended)
     cycle.preempt_tried = True
     return True
 

@@ -61,3 +61,28 @@ def test_bounded_slowdown_is_bounded_below_by_one_and_by_ten_seconds() -> None:
     assert bounded_slowdown(0.0, 5.0) == 1.0
     assert bounded_slowdown(100.0, 0.0) == 10.0
     assert bounded_slowdown(100.0, 100.0) == 2.0
+
+
+def _blocked_short_job(factor: float, short_limit: float = 10.0):
+    """A 4x4 wafer held by one long job (started at once: slowdown 1) and a 2x2 job of the same
+    class, `short_limit` long, that has waited 1,000 s for it."""
+    long_job, alloc = running(1, 0, 0, 4, 4, limit=100_000.0, user="a", tenant="a")
+    short = job(2, 2, 2, submitted=0.0, limit=short_limit, user="b", tenant="b")
+    config = PolicyConfig(suspend_factor=factor)
+    return snapshot([("w0", 4, 4)], [long_job, short], {"w0": [alloc]}, config=config)
+
+
+def test_a_short_job_far_behind_suspends_a_long_one_of_its_class() -> None:
+    off = plan(_blocked_short_job(0.0), 1000.0)
+    on = plan(_blocked_short_job(2.0), 1000.0)
+    assert off.preemptions == []  # same class: no preemption without suspension
+    assert [(p.job_id, p.for_job_id) for p in on.preemptions] == [(1, 2)]
+
+
+def test_suspension_needs_the_factor_and_a_shorter_preemptor() -> None:
+    # slowdown so far (1000 + 10) / 10 = 101: below 200x the victim's 1
+    assert plan(_blocked_short_job(200.0), 1000.0).preemptions == []
+    # a preemptor longer than what the victim has left never suspends it
+    assert plan(_blocked_short_job(2.0, short_limit=200_000.0), 1000.0).preemptions == []
+    # nor before the victim has run min_run_before_preempt_s (600 s)
+    assert plan(_blocked_short_job(2.0), 500.0).preemptions == []
