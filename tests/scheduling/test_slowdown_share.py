@@ -16,7 +16,9 @@ def _case(factor: float):
     """A 4x4 wafer with one free 2x2 quarter and two 2x2 jobs for it: job 1 of user "b" (no
     usage, its ended jobs never waited) and job 2 of user "c" (heavy usage, its ended jobs
     waited 200x their run time on average). Three more users never waited."""
-    held = [running(10 + k, 2 * (k // 2), 2 * (k % 2), 2, 2, tenant="d", user="d") for k in range(3)]
+    held = [
+        running(10 + k, 2 * (k // 2), 2 * (k % 2), 2, 2, tenant="d", user="d") for k in range(3)
+    ]
     jobs = [
         job(1, 2, 2, tenant="b", user="b", submitted=0.0, limit=100.0),
         job(2, 2, 2, tenant="c", user="c", submitted=0.0, limit=100.0),
