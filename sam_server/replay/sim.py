@@ -222,7 +222,8 @@ def _could_start(state: _State) -> bool:
     """Whether a cycle now could start or preempt anything (else it is skipped: same result).
 
     Nothing ended since the last cycle, so free space only shrank: a cycle can only act if some
-    pending job fits the free space now, or outranks a running job by class (preemption).
+    pending job fits the free space now, or outranks a running job by class (preemption), or
+    (with `suspend_factor`) might suspend one.
     """
     allocs: list[list[Rect]] = [[] for _ in range(state.spec.wafers)]
     for run in state.running.values():
@@ -235,6 +236,8 @@ def _could_start(state: _State) -> bool:
         return True
     if not state.config.preemption or not state.running:
         return False
+    if state.config.suspend_factor > 0:
+        return True  # a waiting job's slowdown grows with time: it may now suspend one
     lowest = min(CLASS_RANK[r.job.priority_class] for r in state.running.values())
     return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
 

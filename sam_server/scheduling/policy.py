@@ -493,6 +493,7 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
         for j in pending
         if CLASS_RANK.get(j.priority_class, 1) == top
         and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
+        and not _just_stopped(j, cycle)
     ]
     if not peers:
         return _put_first(lagging, pending)
@@ -521,6 +522,14 @@ def _put_first(first: list[PolicyJob], pending: list[PolicyJob]) -> list[PolicyJ
     for job in first:
         chosen.setdefault(id(job), job)
     return [*chosen.values(), *(j for j in pending if id(j) not in chosen)]
+
+
+def _just_stopped(job: PolicyJob, cycle: _Cycle) -> bool:
+    """A job preempted less than `min_run_before_preempt_s` ago: it does not go first as the
+    oldest (with `suspend_factor` it was stopped for a job of its own class, which would
+    otherwise lose the space it was freed for to it at once)."""
+    at = job.last_preempted_at
+    return at is not None and cycle.now - at < cycle.config.min_run_before_preempt_s
 
 
 def _may_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
