@@ -32,7 +32,8 @@ class SimResult:
     preemptions: int = 0
     migrations: int = 0
     moved_cost_s: float = 0.0
-    """Seconds of lost steps plus checkpoint and restart time charged to migrated jobs."""
+    """Seconds of lost steps plus checkpoint and restart time charged to migrated jobs, and
+    checkpoint and restart time charged to preempted (suspended) ones."""
 
     def as_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
