@@ -493,7 +493,7 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
         for j in pending
         if CLASS_RANK.get(j.priority_class, 1) == top
         and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
-        and not _just_stopped(j, cycle)
+        and (j.last_preempted_at is None or not _just_stopped(j, cycle))
     ]
     if not peers:
         return _put_first(lagging, pending)
