@@ -8,12 +8,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sam_server.replay.swf import TraceJob
+from sam_server.scheduling.fairshare import bounded_slowdown
 
 if TYPE_CHECKING:
     from sam_server.replay.sim import ClusterSpec
-
-SLOWDOWN_BOUND_S = 10.0
-"""Bounded slowdown divides by max(run time, 10 s) so that tiny jobs do not dominate."""
 
 
 @dataclass(frozen=True)
@@ -34,16 +32,12 @@ class SimResult:
     preemptions: int = 0
     migrations: int = 0
     moved_cost_s: float = 0.0
-    """Seconds of lost steps plus checkpoint and restart time charged to migrated jobs."""
+    """Seconds of lost steps plus checkpoint and restart time charged to migrated jobs, and
+    checkpoint and restart time charged to preempted (suspended) ones."""
 
     def as_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
         return asdict(self)
-
-
-def bounded_slowdown(wait_s: float, run_s: float, bound_s: float = SLOWDOWN_BOUND_S) -> float:
-    """max(1, (wait + run) / max(run, bound))."""
-    return max(1.0, (wait_s + run_s) / max(run_s, bound_s))
 
 
 def jain_index(values: Sequence[float]) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from sam_server.replay.metrics import SimResult, summarize
 from sam_server.replay.swf import TraceJob, shape_for_pes
-from sam_server.scheduling.fairshare import update_usage
+from sam_server.scheduling.fairshare import bounded_slowdown, decay_usage, update_usage
 from sam_server.scheduling.geometry import FreeSpace, Rect
 from sam_server.scheduling.model import (
     CLASS_RANK,
@@ -79,6 +79,9 @@ class _State:
     users: tuple[str, ...] = ()
     asked: dict[int, PolicyJob] = field(default_factory=dict)
     held_shape: dict[int, tuple[int, int]] = field(default_factory=dict)
+    slowdown: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per user: decayed (sum of bounded slowdowns of its ended jobs, their count), as of
+    `usage_clock` (`TenantState.user_slowdown`)."""
 
 
 def _snapshot(state: _State) -> Snapshot:
@@ -91,7 +94,12 @@ def _snapshot(state: _State) -> Snapshot:
         for i, a in enumerate(allocs)
     )
     tenants = {
-        u: TenantState(PolicyQuota(), state.usage.get(u, 0.0), {u: state.usage.get(u, 0.0)})
+        u: TenantState(
+            PolicyQuota(),
+            state.usage.get(u, 0.0),
+            {u: state.usage.get(u, 0.0)},
+            {u: state.slowdown[u]} if u in state.slowdown else {},
+        )
         for u in state.users
     }
     jobs = tuple(r.job for r in state.running.values()) + tuple(state.pending.values())
@@ -106,9 +114,15 @@ def _charge_usage(state: _State, now: float) -> None:
     held: dict[str, int] = {}
     for run in state.running.values():
         held[run.job.tenant] = held.get(run.job.tenant, 0) + run.job.pes
+    half_life = state.config.half_life_s
     for tenant in set(state.usage) | set(held):
         old = state.usage.get(tenant, 0.0)
-        state.usage[tenant] = update_usage(old, held.get(tenant, 0), dt, state.config.half_life_s)
+        state.usage[tenant] = update_usage(old, held.get(tenant, 0), dt, half_life)
+    for user, (total, count) in state.slowdown.items():
+        state.slowdown[user] = (
+            decay_usage(total, dt, half_life),
+            decay_usage(count, dt, half_life),
+        )
     state.usage_clock = now
 
 
@@ -156,22 +170,24 @@ def _apply(state: _State, now: float) -> None:
         _migrate(state, int(pre.job_id), pre.to, now)
     if moves:
         decided = plan(_snapshot(state), now, explain=False)
-    for pre in decided.preemptions:
-        if pre.to is not None:  # a second move in one instant waits for the next event
-            continue
+    stops = [p for p in decided.preemptions if p.to is None]
+    for pre in stops:
         run = state.running.pop(int(pre.job_id))
         job_id = int(run.job.id)
         stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
-        state.remaining[job_id] = max(0.0, run.end - now) / stretch  # from its checkpoint
+        # from its checkpoint, plus the checkpoint and restart
+        state.remaining[job_id] = max(0.0, run.end - now) / stretch + MOVE_COST_S
+        state.lost_s += MOVE_COST_S
         state.pending[job_id] = replace(
             state.asked[job_id],  # back to its asked shape and alternatives
             state="pending",
             started_at=None,
             preempt_count=run.job.preempt_count + 1,
             last_preempted_at=now,
-            eligible_at=now,
-        )
+        )  # eligible since it first was, as the live system keeps it (its seniority stays)
         state.preemptions += 1
+    if stops:  # the preemptor (and whatever else fits the freed space) starts now
+        decided = plan(_snapshot(state), now, explain=False)
     for s in decided.starts:
         job_id = int(s.job_id)
         job = state.pending.pop(job_id)
@@ -196,13 +212,18 @@ def _complete_until(state: _State, now: float) -> None:
             continue  # preempted; its new run has its own completion
         del state.running[job_id]
         state.finish[job_id] = end
+        t = state.trace[job_id]
+        total, count = state.slowdown.get(t.user, (0.0, 0.0))
+        done = bounded_slowdown(end - t.submit_s - t.run_s, t.run_s)
+        state.slowdown[t.user] = (total + done, count + 1.0)
 
 
 def _could_start(state: _State) -> bool:
     """Whether a cycle now could start or preempt anything (else it is skipped: same result).
 
     Nothing ended since the last cycle, so free space only shrank: a cycle can only act if some
-    pending job fits the free space now, or outranks a running job by class (preemption).
+    pending job fits the free space now, or outranks a running job by class (preemption), or
+    (with `suspend_factor`) might suspend one.
     """
     allocs: list[list[Rect]] = [[] for _ in range(state.spec.wafers)]
     for run in state.running.values():
@@ -218,6 +239,8 @@ def _could_start(state: _State) -> bool:
             return True
     if not state.config.preemption or not state.running:
         return False
+    if state.config.suspend_factor > 0:
+        return True  # a waiting job's slowdown grows with time: it may now suspend one
     lowest = min(CLASS_RANK[r.job.priority_class] for r in state.running.values())
     return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
 

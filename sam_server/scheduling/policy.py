@@ -29,6 +29,7 @@ from itertools import compress, repeat
 from operator import attrgetter, eq
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
+from sam_server.scheduling.fairshare import lagging_jobs
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.migration import choose_migration
@@ -49,7 +50,7 @@ from sam_server.scheduling.model import (
     arch_matches,
 )
 from sam_server.scheduling.placement import FitIndex, Placement, choose_placement
-from sam_server.scheduling.preemption import Held, choose_victims
+from sam_server.scheduling.preemption import Held, choose_victims, slowdown_so_far
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
 from sam_server.scheduling.reservation import (
@@ -510,7 +511,10 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
     Only jobs that have waited `reserve_after_s` are moved.
     """
     count = cycle.config.protect_oldest
-    if (count <= 0 and cycle.config.overdue_wait_s <= 0) or len(pending) < 2:
+    lagging = lagging_jobs(
+        cycle.snapshot.jobs, pending, cycle.snapshot.tenants, cycle.now, cycle.config
+    )
+    if (count <= 0 and cycle.config.overdue_wait_s <= 0 and not lagging) or len(pending) < 2:
         return pending
     top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
     peers = [
@@ -518,9 +522,10 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
         for j in pending
         if CLASS_RANK.get(j.priority_class, 1) == top
         and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
+        and (j.last_preempted_at is None or not _just_stopped(j, cycle))
     ]
     if not peers:
-        return pending
+        return _put_first(lagging, pending)
     peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
     bound = cycle.config.overdue_wait_s
     factor = cycle.config.overdue_median_factor
@@ -535,9 +540,25 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
             overdue += 1
         if factor > 0:
             overdue = min(overdue, cycle.config.overdue_max)
-    first = peers[: max(count, overdue)]
-    chosen = {id(j) for j in first}
-    return [*first, *(j for j in pending if id(j) not in chosen)]
+    return _put_first([*peers[: max(count, overdue)], *lagging], pending)
+
+
+def _put_first(first: list[PolicyJob], pending: list[PolicyJob]) -> list[PolicyJob]:
+    """`pending` with the jobs of `first` moved to the front, in that order, once each."""
+    if not first:
+        return pending
+    chosen: dict[int, PolicyJob] = {}
+    for job in first:
+        chosen.setdefault(id(job), job)
+    return [*chosen.values(), *(j for j in pending if id(j) not in chosen)]
+
+
+def _just_stopped(job: PolicyJob, cycle: _Cycle) -> bool:
+    """A job preempted less than `min_run_before_preempt_s` ago: it does not go first as the
+    oldest (with `suspend_factor` it was stopped for a job of its own class, which would
+    otherwise lose the space it was freed for to it at once)."""
+    at = job.last_preempted_at
+    return at is not None and cycle.now - at < cycle.config.min_run_before_preempt_s
 
 
 def _may_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
@@ -546,7 +567,9 @@ def _may_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
     if not cycle.config.preemption or cycle.preempt_tried:
         return False
     if CLASS_RANK.get(job.priority_class, 1) <= cycle.lowest_running_rank:
-        return False
+        factor = cycle.config.suspend_factor
+        if factor <= 0 or slowdown_so_far(job, cycle.now) < factor:
+            return False  # (no running job's slowdown is below 1: none could be suspended)
     cycle.preempt_tried = True
     return True
 

@@ -2,7 +2,10 @@
 
 Protection against thrash, all enforced here:
 - only jobs of a strictly lower priority class are victims, so two jobs can never preempt each
-  other in turn (the class order is strict and never changes);
+  other in turn (the class order is strict and never changes); with `suspend_factor`, also a
+  job of the same class with more time left than the preemptor's limit and a slowdown so far
+  `suspend_factor` times lower (a short job that waited long stops a long one; never the
+  reverse, as the preemptor is the shorter);
 - a victim must have run at least `min_run_before_preempt_s` since it (re)started;
 - a job preempted `max_preemptions_per_job` times is no longer preemptible;
 - jobs marked not preemptible are never victims;
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sam_server.scheduling.fairshare import bounded_slowdown
 from sam_server.scheduling.geometry import (
     FreeSpace,
     Mer,
@@ -44,6 +48,28 @@ class PreemptionChoice:
     col: int
 
 
+def slowdown_so_far(job: PolicyJob, now: float) -> float:
+    """A job's bounded slowdown as it stands (its time limit standing for its run time): with
+    the wait so far if it waits, with the wait it had if it runs."""
+    begun = job.started_at if job.state == "running" and job.started_at is not None else now
+    return bounded_slowdown(begun - job.submitted_at, job.time_limit_s)
+
+
+def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig) -> bool:
+    """Selective suspension (`suspend_factor`): a job of the same class may be stopped for a
+    shorter one whose slowdown so far is `suspend_factor` times the victim's; only a job with
+    more time left than the preemptor's whole limit (a short job never waits for a long one)."""
+    if config.suspend_factor <= 0 or victim.priority_class != preemptor.priority_class:
+        return False
+    if victim.started_at is None:
+        return False
+    left = victim.started_at + victim.time_limit_s - now
+    if preemptor.time_limit_s > left:
+        return False
+    bar = config.suspend_factor * slowdown_so_far(victim, now)
+    return slowdown_so_far(preemptor, now) >= bar
+
+
 def can_be_victim(
     victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig
 ) -> bool:
@@ -51,7 +77,8 @@ def can_be_victim(
     if not victim.preemptible or victim.state != "running" or victim.started_at is None:
         return False
     if CLASS_RANK.get(victim.priority_class, 1) >= CLASS_RANK.get(preemptor.priority_class, 1):
-        return False
+        if not may_suspend(victim, preemptor, now, config):
+            return False
     if victim.preempt_count >= config.max_preemptions_per_job:
         return False
     return now - victim.started_at >= config.min_run_before_preempt_s

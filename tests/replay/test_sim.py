@@ -148,3 +148,21 @@ def test_on_a_lublin_prefix_sam_beats_easy_beats_fcfs_on_bounded_slowdown() -> N
     runs = {name: simulate(jobs, spec, POLICIES[name](), name) for name in ("fcfs", "easy", "sam")}
     slow = {k: v.avg_bounded_slowdown for k, v in runs.items()}
     assert slow["sam"] < slow["easy"] < slow["fcfs"], slow
+
+
+def test_a_suspended_job_resumes_and_pays_its_restart() -> None:
+    """Selective suspension in the replay: a long whole-wafer job is stopped for a short job
+    that has waited 100x its run time, the short one starts at once, and the long one ends
+    later by exactly the checkpoint-and-restart cost (its work is kept)."""
+    trace = [
+        TraceJob(1, 0.0, 10_000.0, 10_000.0, 16, "a"),
+        TraceJob(2, 10.0, 10.0, 10.0, 4, "b"),
+        TraceJob(3, 2_000.0, 10.0, 10.0, 4, "c"),  # an event: the replay plans again then
+    ]
+    spec = ClusterSpec(1, 4, 4, 1)
+    off = simulate(trace, spec, PolicyConfig(migration=False), "sam")
+    on = simulate(trace, spec, PolicyConfig(migration=False, suspend_factor=10.0), "sam")
+    assert (off.preemptions, on.preemptions) == (0, 1)
+    assert on.moved_cost_s == 120.0
+    assert on.makespan_s == pytest.approx(off.makespan_s + 120.0)  # restart included
+    assert on.avg_bounded_slowdown < off.avg_bounded_slowdown

@@ -13,6 +13,9 @@ from .factories import job, running, snapshot
 
 NOW = 5000.0
 WAFER = [("w0", 4, 4)]
+MOVES = PolicyConfig(suspend_factor=0.0)
+"""Migration alone: with selective suspension on, the blocked job below (slowdown so far 7)
+would stop job 1 instead (suspension is tried first)."""
 
 
 def _case(**mover: object):
@@ -22,7 +25,7 @@ def _case(**mover: object):
     a, a_alloc = running(1, 0, 1, 2, 2, limit=20000.0, **mover)  # type: ignore[arg-type]
     b, b_alloc = running(2, 2, 0, 2, 4, limit=20000.0)
     blocked = job(3, 2, 2, submitted=NOW - 3600.0, limit=600.0)
-    return snapshot(WAFER, [a, b, blocked], {"w0": [a_alloc, b_alloc]})
+    return snapshot(WAFER, [a, b, blocked], {"w0": [a_alloc, b_alloc]}, config=MOVES)
 
 
 def test_a_job_moves_so_that_the_blocked_job_starts_in_the_space_it_leaves() -> None:
@@ -35,13 +38,13 @@ def test_a_job_moves_so_that_the_blocked_job_starts_in_the_space_it_leaves() -> 
 
 
 def test_no_move_when_off_bounded_too_young_or_not_checkpointing() -> None:
-    assert plan(_case(), NOW, replace(PolicyConfig(), migration=False)).preemptions == []
+    assert plan(_case(), NOW, replace(MOVES, migration=False)).preemptions == []
     assert plan(_case(), NOW, easy_config()).preemptions == []
     assert plan(_case(preempt_count=3), NOW).preemptions == []  # the per-job bound
     assert plan(_case(preemptible=False), NOW).preemptions == []
     assert plan(_case(started=NOW - 60.0), NOW).preemptions == []  # ran under the minimum
     # the blocked job would start soon anyway: not worth a move
-    soon = replace(PolicyConfig(), migrate_min_gain_s=10 * 20000.0)
+    soon = replace(MOVES, migrate_min_gain_s=10 * 20000.0)
     assert plan(_case(), NOW, soon).preemptions == []
 
 
@@ -61,8 +64,8 @@ def test_the_simulation_charges_a_move_and_the_blocked_job_waits_less() -> None:
     ]
     trace = [TraceJob(i, t, run, run, procs, "u") for i, t, run, procs in rows]
     spec = ClusterSpec(1, 4, 4, 1)
-    moved = simulate(trace, spec, PolicyConfig(), "sam")
-    still = simulate(trace, spec, replace(PolicyConfig(), migration=False), "sam")
+    moved = simulate(trace, spec, MOVES, "sam")
+    still = simulate(trace, spec, replace(MOVES, migration=False), "sam")
     assert (moved.migrations, still.migrations) == (1, 0)
     assert MOVE_COST_S < moved.moved_cost_s < MOVE_COST_S + CHECKPOINT_EVERY_S
     assert moved.max_wait_s < still.max_wait_s

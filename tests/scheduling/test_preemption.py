@@ -9,7 +9,12 @@ from sam_server.scheduling import PolicyConfig, plan
 from .factories import job, running, snapshot
 
 W10 = [("w0", 10, 10)]
-CFG = PolicyConfig(min_run_before_preempt_s=600.0, max_preemptions_per_job=3, reserve_after_s=0.0)
+CFG = PolicyConfig(
+    min_run_before_preempt_s=600.0,
+    max_preemptions_per_job=3,
+    reserve_after_s=0.0,
+    suspend_factor=0.0,  # preemption by class alone (suspension: test_slowdown_share)
+)
 
 
 def _full_wafer(cls: str = "low", started: float = 0.0, count: int = 0, preemptible: bool = True):

@@ -1,0 +1,90 @@
+"""Fair share over experienced slowdown: a user far behind the others gets a job to the front."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sam_server.scheduling import PolicyConfig, plan
+from sam_server.scheduling.fairshare import bounded_slowdown, lagging_jobs
+
+from .factories import job, running, snapshot
+
+HEAVY = 1e12  # PE-seconds: a fair-share factor near 0, so usage alone ranks the user last
+
+
+def _case(factor: float):
+    """A 4x4 wafer with one free 2x2 quarter and two 2x2 jobs for it: job 1 of user "b" (no
+    usage, its ended jobs never waited) and job 2 of user "c" (heavy usage, its ended jobs
+    waited 200x their run time on average). Three more users never waited."""
+    held = [
+        running(10 + k, 2 * (k // 2), 2 * (k % 2), 2, 2, tenant="d", user="d") for k in range(3)
+    ]
+    jobs = [
+        job(1, 2, 2, tenant="b", user="b", submitted=0.0, limit=100.0),
+        job(2, 2, 2, tenant="c", user="c", submitted=0.0, limit=100.0),
+        *(j for j, _ in held),
+    ]
+    config = PolicyConfig(protect_oldest=0, slowdown_share_factor=factor)
+    snap = snapshot(
+        [("w0", 4, 4)],
+        jobs,
+        {"w0": [a for _, a in held]},
+        usage={"b": 0.0, "c": HEAVY, "d": 0.0},
+        config=config,
+    )
+    history = {"b": (5.0, 5.0), "c": (1000.0, 5.0), "d": (5.0, 5.0), "e": (5.0, 5.0)}
+    tenants = {
+        name: replace(t, user_slowdown={name: history[name]}) for name, t in snap.tenants.items()
+    }
+    tenants["e"] = replace(tenants["b"], usage_pe_s=0.0, user_slowdown={"e": history["e"]})
+    return replace(snap, tenants=tenants)
+
+
+def test_the_user_far_behind_in_slowdown_starts_first() -> None:
+    off = plan(_case(0.0), 10.0)
+    on = plan(_case(3.0), 10.0)
+    assert [s.job_id for s in off.starts] == [1]  # usage alone: the heavy user waits
+    assert [s.job_id for s in on.starts] == [2]  # 200x slowdown behind: its job goes first
+
+
+def test_lagging_needs_the_factor_and_the_floor() -> None:
+    snap = _case(3.0)
+    pending = [j for j in snap.jobs if j.state == "pending"]
+    assert [j.id for j in lagging_jobs(snap.jobs, pending, snap.tenants, 10.0, snap.config)] == [2]
+    # every user near the same mean: nobody is behind
+    even = {n: replace(t, user_slowdown={}) for n, t in snap.tenants.items()}
+    assert lagging_jobs(snap.jobs, pending, even, 10.0, snap.config) == []
+    # far behind in ratio, but below the floor (slowdown 2): not moved
+    floor = replace(snap.config, slowdown_share_floor=1e6)
+    assert lagging_jobs(snap.jobs, pending, snap.tenants, 10.0, floor) == []
+
+
+def test_bounded_slowdown_is_bounded_below_by_one_and_by_ten_seconds() -> None:
+    assert bounded_slowdown(0.0, 5.0) == 1.0
+    assert bounded_slowdown(100.0, 0.0) == 10.0
+    assert bounded_slowdown(100.0, 100.0) == 2.0
+
+
+def _blocked_short_job(factor: float, short_limit: float = 10.0):
+    """A 4x4 wafer held by one long job (started at once: slowdown 1) and a 2x2 job of the same
+    class, `short_limit` long, that has waited 1,000 s for it."""
+    long_job, alloc = running(1, 0, 0, 4, 4, limit=100_000.0, user="a", tenant="a")
+    short = job(2, 2, 2, submitted=0.0, limit=short_limit, user="b", tenant="b")
+    config = PolicyConfig(suspend_factor=factor)
+    return snapshot([("w0", 4, 4)], [long_job, short], {"w0": [alloc]}, config=config)
+
+
+def test_a_short_job_far_behind_suspends_a_long_one_of_its_class() -> None:
+    off = plan(_blocked_short_job(0.0), 1000.0)
+    on = plan(_blocked_short_job(2.0), 1000.0)
+    assert off.preemptions == []  # same class: no preemption without suspension
+    assert [(p.job_id, p.for_job_id) for p in on.preemptions] == [(1, 2)]
+
+
+def test_suspension_needs_the_factor_and_a_shorter_preemptor() -> None:
+    # slowdown so far (1000 + 10) / 10 = 101: below 200x the victim's 1
+    assert plan(_blocked_short_job(200.0), 1000.0).preemptions == []
+    # a preemptor longer than what the victim has left never suspends it
+    assert plan(_blocked_short_job(2.0, short_limit=200_000.0), 1000.0).preemptions == []
+    # nor before the victim has run min_run_before_preempt_s (600 s)
+    assert plan(_blocked_short_job(2.0), 500.0).preemptions == []
