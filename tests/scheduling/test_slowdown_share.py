@@ -88,3 +88,22 @@ def test_suspension_needs_the_factor_and_a_shorter_preemptor() -> None:
     assert plan(_blocked_short_job(2.0, short_limit=200_000.0), 1000.0).preemptions == []
     # nor before the victim has run min_run_before_preempt_s (600 s)
     assert plan(_blocked_short_job(2.0), 500.0).preemptions == []
+
+
+def test_a_job_suspended_once_is_not_suspended_again() -> None:
+    snap = _blocked_short_job(2.0)
+    once = tuple(replace(j, preempt_count=1) if j.id == 1 else j for j in snap.jobs)
+    again = replace(snap, jobs=once)
+    assert plan(again, 1000.0).preemptions == []  # suspend_max 1 (default): kept running
+    unbounded = replace(again, config=replace(snap.config, suspend_max=0))
+    assert [p.job_id for p in plan(unbounded, 1000.0).preemptions] == [1]
+
+
+def test_a_job_that_waited_long_is_not_suspended_for_a_shorter_wait() -> None:
+    snap = _blocked_short_job(2.0)
+    shared = replace(snap, config=replace(snap.config, suspend_wait_share=0.5))
+    # the victim waited 0 s, the preemptor 1,000 s: 0 + 10 <= 0.5 x 1,000
+    assert [p.job_id for p in plan(shared, 1000.0).preemptions] == [1]
+    # the victim had waited 900 s before it started: 900 + 10 > 500, so it keeps running
+    waited = tuple(replace(j, submitted_at=-900.0) if j.id == 1 else j for j in shared.jobs)
+    assert plan(replace(shared, jobs=waited), 1000.0).preemptions == []
