@@ -200,6 +200,16 @@ class PolicyConfig:
       shorter than what that job has left) may preempt it (checkpoint, back to pending), within
       the preemption protections (`min_run_before_preempt_s`, `max_preemptions_per_job`);
       0 = off (then only a higher class preempts).
+    - suspend_max: a job already preempted this many times is never suspended (stopped for a
+      job of its own class) again, so a big job is not sent back over and over; 0 = only
+      `max_preemptions_per_job` bounds it.
+    - suspend_wait_share: a job is suspended only if its wait before it started plus the
+      preemptor's time limit (the least it is kept off) is at most this share of the wait the
+      preemptor has had so far: a suspension never makes a wait longer than one it relieves,
+      so the victim does not become one of the longest waits; 0 = off.
+    - requeue_stopped: a stopped (preempted) job's seniority as the oldest counts from when it
+      was stopped, not from when it became eligible: it had its turn, and its return does not
+      take the first reservation from the jobs that waited longest without starting.
     - slowdown_share_factor: fair share over experienced slowdown: a user whose mean bounded
       slowdown (its ended jobs from `TenantState.user_slowdown`, and its jobs not ended so far,
       the time limit standing for the run time) is at least this multiple of the mean over
@@ -237,6 +247,9 @@ class PolicyConfig:
     cut_reserve: bool = True
     slowdown_share_factor: float = 0.0
     suspend_factor: float = 0.0
+    suspend_max: int = 1
+    suspend_wait_share: float = 0.0
+    requeue_stopped: bool = False
     slowdown_share_floor: float = 2.0
     slowdown_share_max: int = 1
 

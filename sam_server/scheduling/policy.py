@@ -517,26 +517,33 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
     if (count <= 0 and cycle.config.overdue_wait_s <= 0 and not lagging) or len(pending) < 2:
         return pending
     top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
+    requeue = cycle.config.requeue_stopped
+
+    def since(j: PolicyJob) -> float:
+        """Seniority: eligible since, or (`requeue_stopped`) stopped at."""
+        at = j.last_preempted_at
+        return at if requeue and at is not None else j.eligible_at
+
     peers = [
         j
         for j in pending
         if CLASS_RANK.get(j.priority_class, 1) == top
-        and cycle.now - j.eligible_at >= cycle.config.reserve_after_s
+        and cycle.now - since(j) >= cycle.config.reserve_after_s
         and (j.last_preempted_at is None or not _just_stopped(j, cycle))
     ]
     if not peers:
         return _put_first(lagging, pending)
-    peers.sort(key=lambda j: (j.eligible_at, j.submitted_at, str(j.id)))
+    peers.sort(key=lambda j: (since(j), j.submitted_at, str(j.id)))
     bound = cycle.config.overdue_wait_s
     factor = cycle.config.overdue_median_factor
     if factor > 0 and len(peers) >= 3:
         # dynamic aging: overdue once the wait passes `factor` x the median wait of the peers
-        median = cycle.now - peers[len(peers) // 2].eligible_at
+        median = cycle.now - since(peers[len(peers) // 2])
         dynamic = max(factor * median, cycle.config.reserve_after_s)
         bound = min(bound, dynamic) if bound > 0 else dynamic
     overdue = 0
     if bound > 0:
-        while overdue < len(peers) and cycle.now - peers[overdue].eligible_at >= bound:
+        while overdue < len(peers) and cycle.now - since(peers[overdue]) >= bound:
             overdue += 1
         if factor > 0:
             overdue = min(overdue, cycle.config.overdue_max)

@@ -58,11 +58,20 @@ def slowdown_so_far(job: PolicyJob, now: float) -> float:
 def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig) -> bool:
     """Selective suspension (`suspend_factor`): a job of the same class may be stopped for a
     shorter one whose slowdown so far is `suspend_factor` times the victim's; only a job with
-    more time left than the preemptor's whole limit (a short job never waits for a long one)."""
+    more time left than the preemptor's whole limit (a short job never waits for a long one),
+    not suspended `suspend_max` times already, and whose wait stays short of the preemptor's
+    (`suspend_wait_share`)."""
     if config.suspend_factor <= 0 or victim.priority_class != preemptor.priority_class:
         return False
     if victim.started_at is None:
         return False
+    if config.suspend_max and victim.preempt_count >= config.suspend_max:
+        return False
+    share = config.suspend_wait_share
+    if share > 0:
+        waited = victim.started_at - victim.submitted_at
+        if waited + preemptor.time_limit_s > share * (now - preemptor.submitted_at):
+            return False
     left = victim.started_at + victim.time_limit_s - now
     if preemptor.time_limit_s > left:
         return False

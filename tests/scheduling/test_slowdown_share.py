@@ -88,3 +88,41 @@ def test_suspension_needs_the_factor_and_a_shorter_preemptor() -> None:
     assert plan(_blocked_short_job(2.0, short_limit=200_000.0), 1000.0).preemptions == []
     # nor before the victim has run min_run_before_preempt_s (600 s)
     assert plan(_blocked_short_job(2.0), 500.0).preemptions == []
+
+
+def test_a_job_suspended_once_is_not_suspended_again() -> None:
+    snap = _blocked_short_job(2.0)
+    once = tuple(replace(j, preempt_count=1) if j.id == 1 else j for j in snap.jobs)
+    again = replace(snap, jobs=once)
+    assert plan(again, 1000.0).preemptions == []  # suspend_max 1 (default): kept running
+    unbounded = replace(again, config=replace(snap.config, suspend_max=0))
+    assert [p.job_id for p in plan(unbounded, 1000.0).preemptions] == [1]
+
+
+def test_a_job_that_waited_long_is_not_suspended_for_a_shorter_wait() -> None:
+    snap = _blocked_short_job(2.0)
+    shared = replace(snap, config=replace(snap.config, suspend_wait_share=0.5))
+    # the victim waited 0 s, the preemptor 1,000 s: 0 + 10 <= 0.5 x 1,000
+    assert [p.job_id for p in plan(shared, 1000.0).preemptions] == [1]
+    # the victim had waited 900 s before it started: 900 + 10 > 500, so it keeps running
+    waited = tuple(replace(j, submitted_at=-900.0) if j.id == 1 else j for j in shared.jobs)
+    assert plan(replace(shared, jobs=waited), 1000.0).preemptions == []
+
+
+def _stopped_and_fresh(requeue: bool):
+    """A 4x4 wafer held till 8,000 s; two whole-wafer jobs wait for it: job 2, eligible since
+    0 s but stopped (suspended) at 5,000 s, and job 3, eligible since 1,000 s, never started."""
+    held, alloc = running(1, 0, 0, 4, 4, limit=8_000.0)
+    stopped = replace(
+        job(2, 4, 4, submitted=0.0, limit=500.0), preempt_count=1, last_preempted_at=5_000.0
+    )
+    fresh = job(3, 4, 4, submitted=1_000.0, limit=500.0)
+    config = PolicyConfig(requeue_stopped=requeue, reservations=1)
+    return snapshot([("w0", 4, 4)], [held, stopped, fresh], {"w0": [alloc]}, config=config)
+
+
+def test_a_stopped_job_does_not_take_the_reservation_of_a_job_never_started() -> None:
+    kept = plan(_stopped_and_fresh(False), 7_000.0).reservation
+    requeued = plan(_stopped_and_fresh(True), 7_000.0).reservation
+    assert kept is not None and kept.job_id == 2  # eligible first: it goes first as the oldest
+    assert requeued is not None and requeued.job_id == 3  # stopped at 5,000 s: job 3 is older
