@@ -2,7 +2,8 @@
 
 Usage: python benchmarks/policy_sim.py [TRACE] [--wafers N] [--wafer-rows R] [--wafer-cols C]
                                        [--pes-per-proc K] [--limit N] [--interarrival F]
-       python benchmarks/policy_sim.py --matrix [--slice-jobs N]
+       python benchmarks/policy_sim.py --matrix [--slice-jobs N] [--workers N]
+                                       [--set FIELD=JSON ...] [--traces DIR]
 Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. One trace: one line
 per policy, then one JSON line {"trace", "cluster", "fcfs": {...}, ...}. --matrix: every case
 (both shared traces x inter-arrival 1.0/0.7/0.5 x two slices x two PE mappings), one JSON line
@@ -12,7 +13,9 @@ bounded slowdown is at most 0.8x easy's, its utilization at least easy's, and it
 wait at most easy's. A case whose easy bounded slowdown is below 1.25 cannot be won on slowdown
 by any policy (it is at least 1): "bsld_goal_reachable" is false there, and the summary also
 counts "sam_beats_easy_all_reachable_goals" (every figure, the slowdown goal only where it is
-reachable) and "bsld_goal_unreachable". Fairness: Jain's index over users' mean bounded slowdown, bounded by
+reachable) and "bsld_goal_unreachable". `--workers N` replays N cases at once (same output, in
+order); `--set FIELD=JSON` replays sam with a PolicyConfig field changed (e.g. `--set
+suspend_factor=10`; easy and oned-easy are never changed). Fairness: Jain's index over users' mean bounded slowdown, bounded by
 easy's minus JAIN_SLACK ("jain_within_bound" per case and counted in the summary).
 """
 
@@ -22,12 +25,15 @@ import argparse
 import json
 import math
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sam_server.replay.cli import _auto_pes_per_proc, replay
-from sam_server.replay.sim import ClusterSpec
+from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceJob, read_swf, scale_interarrival
+from sam_server.scheduling.model import PolicyConfig
 from wse_sim.arch import WSE2
 
 KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "max_wait_s", "fairness_jain")
@@ -55,9 +61,14 @@ def _mappings(procs: int) -> dict[str, ClusterSpec]:
     }
 
 
-def _run(jobs: list[TraceJob], spec: ClusterSpec, policy: str) -> dict[str, Any]:
+def _run(
+    jobs: list[TraceJob], spec: ClusterSpec, policy: str, changes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     t0 = time.perf_counter()
-    result = replay(jobs, spec, policy).as_dict()
+    if policy == "sam" and changes:
+        result = simulate(jobs, spec, replace(PolicyConfig(), **changes), policy).as_dict()
+    else:
+        result = replay(jobs, spec, policy).as_dict()
     result["seconds"] = round(time.perf_counter() - t0, 1)
     return result
 
@@ -89,11 +100,29 @@ def _verdict(easy: dict[str, Any], sam: dict[str, Any], oned: dict[str, Any]) ->
     }
 
 
-def matrix(slice_jobs: int, slices: int) -> None:
+def _case(
+    job: tuple[dict[str, Any], list[TraceJob], ClusterSpec, dict[str, Any]],
+) -> dict[str, Any]:
+    """One case of the matrix: the three policies and the verdict."""
+    case, jobs, spec, changes = job
+    case = dict(case)
+    for policy in ("easy", "sam", "oned-easy"):
+        case[policy] = _run(jobs, spec, policy, changes)
+    case.update(_verdict(case["easy"], case["sam"], case["oned-easy"]))
+    return case
+
+
+def matrix(
+    slice_jobs: int,
+    slices: int,
+    workers: int = 1,
+    changes: dict[str, Any] | None = None,
+    traces: Path = TRACES,
+) -> None:
     """Every case of the matrix, one JSON line each, then the summary line."""
-    cases: list[dict[str, Any]] = []
+    todo: list[tuple[dict[str, Any], list[TraceJob], ClusterSpec, dict[str, Any]]] = []
     for name, procs in MATRIX_TRACES.items():
-        path = next(TRACES.glob(f"{name}.swf*"))
+        path = next(traces.glob(f"{name}.swf*"))
         trace = read_swf(path, slice_jobs * slices)
         for k in range(slices):
             part = trace[k * slice_jobs : (k + 1) * slice_jobs]
@@ -106,12 +135,26 @@ def matrix(slice_jobs: int, slices: int) -> None:
                         "interarrival": factor,
                         "mapping": mapping,
                     }
-                    for policy in ("easy", "sam", "oned-easy"):
-                        case[policy] = _run(jobs, spec, policy)
-                    case.update(_verdict(case["easy"], case["sam"], case["oned-easy"]))
-                    print(json.dumps(case), flush=True)
-                    cases.append(case)
+                    todo.append((case, jobs, spec, changes or {}))
+    cases: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(workers) if workers > 1 else _Serial() as pool:
+        for case in pool.map(_case, todo):
+            print(json.dumps(case), flush=True)
+            cases.append(case)
     print(json.dumps(_summary(cases)))
+
+
+class _Serial:
+    """`map` in this process (the default: one case at a time, no worker processes)."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Any, items: list[Any]) -> Any:
+        return map(fn, items)
 
 
 def _summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -151,6 +194,18 @@ def single(args: argparse.Namespace) -> None:
     print(json.dumps(out))
 
 
+def _changes(pairs: list[str]) -> dict[str, Any]:
+    """`--set FIELD=JSON` pairs as PolicyConfig changes; an unknown field is an error."""
+    known = set(PolicyConfig.__dataclass_fields__)
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        if not sep or field not in known:
+            raise SystemExit(f"--set {pair!r}: use FIELD=JSON with a PolicyConfig field")
+        changes[field] = json.loads(value)
+    return changes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -169,9 +224,18 @@ def main() -> None:
     parser.add_argument("--matrix", action="store_true", help="run the whole matrix")
     parser.add_argument("--slice-jobs", type=int, default=1000, help="jobs per matrix slice")
     parser.add_argument("--slices", type=int, default=2, help="slices per trace")
+    parser.add_argument("--workers", type=int, default=1, help="matrix cases replayed at once")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=JSON",
+        help="replay sam with this PolicyConfig field changed (repeatable)",
+    )
+    parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the matrix's traces")
     args = parser.parse_args()
     if args.matrix:
-        matrix(args.slice_jobs, args.slices)
+        matrix(args.slice_jobs, args.slices, args.workers, _changes(args.set), args.traces)
     else:
         single(args)
 
