@@ -28,6 +28,13 @@ def bounded_slowdown(wait_s: float, run_s: float, bound_s: float = SLOWDOWN_BOUN
     return max(1.0, (wait_s + run_s) / max(run_s, bound_s))
 
 
+def slowdown_so_far(job: PolicyJob, now: float) -> float:
+    """A job's bounded slowdown as it stands (its time limit standing for its run time): with
+    the wait so far if it waits, with the wait it had if it runs."""
+    begun = job.started_at if job.state == "running" and job.started_at is not None else now
+    return bounded_slowdown(begun - job.submitted_at, job.time_limit_s)
+
+
 def decay_usage(usage_pe_s: float, elapsed_s: float, half_life_s: float) -> float:
     """Usage after `elapsed_s` seconds of decay (no decay when half_life_s <= 0)."""
     if half_life_s <= 0 or elapsed_s <= 0:
@@ -118,10 +125,8 @@ def lagging_jobs(
             if count > 0:
                 sums[(name, user)] = [total, count]
     for job in jobs:
-        begun = job.started_at if job.state == "running" else None
-        wait = (now if begun is None else begun) - job.submitted_at
         acc = sums.setdefault((job.tenant, job.user), [0.0, 0.0])
-        acc[0] += bounded_slowdown(wait, job.time_limit_s)
+        acc[0] += slowdown_so_far(job, now)
         acc[1] += 1.0
     means = {key: total / count for key, (total, count) in sums.items() if count > 0}
     if not means:
@@ -139,8 +144,7 @@ def lagging_jobs(
         key = (job.tenant, job.user)
         if key not in behind or CLASS_RANK.get(job.priority_class, 1) != top:
             continue
-        so_far = bounded_slowdown(now - job.submitted_at, job.time_limit_s)
-        rank = (-so_far, job.eligible_at, str(job.id), job)
+        rank = (-slowdown_so_far(job, now), job.eligible_at, str(job.id), job)
         if key not in worst or rank[:3] < worst[key][:3]:
             worst[key] = rank
     users = sorted(worst, key=lambda key: (-means[key], key))[: config.slowdown_share_max]

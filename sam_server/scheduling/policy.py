@@ -29,7 +29,7 @@ from itertools import compress, repeat
 from operator import attrgetter, eq
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
-from sam_server.scheduling.fairshare import lagging_jobs
+from sam_server.scheduling.fairshare import lagging_jobs, slowdown_so_far
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.migration import choose_migration
@@ -50,7 +50,7 @@ from sam_server.scheduling.model import (
     arch_matches,
 )
 from sam_server.scheduling.placement import FitIndex, Placement, choose_placement
-from sam_server.scheduling.preemption import Held, choose_victims, slowdown_so_far
+from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
 from sam_server.scheduling.reservation import (

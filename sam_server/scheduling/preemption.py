@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sam_server.scheduling.fairshare import bounded_slowdown
+from sam_server.scheduling.fairshare import slowdown_so_far
 from sam_server.scheduling.geometry import (
     FreeSpace,
     Mer,
@@ -46,13 +46,6 @@ class PreemptionChoice:
     victims: tuple[PolicyJob, ...]
     row: int
     col: int
-
-
-def slowdown_so_far(job: PolicyJob, now: float) -> float:
-    """A job's bounded slowdown as it stands (its time limit standing for its run time): with
-    the wait so far if it waits, with the wait it had if it runs."""
-    begun = job.started_at if job.state == "running" and job.started_at is not None else now
-    return bounded_slowdown(begun - job.submitted_at, job.time_limit_s)
 
 
 def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig) -> bool:
