@@ -9,7 +9,7 @@ those ends, and the rectangle is chosen in the free space at that time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sam_server.scheduling.geometry import FreeSpace, Mer, Rect, fits_in, occupy, pareto_front
@@ -35,22 +35,34 @@ class EarliestStart:
     start: float
 
 
+def _walk_back(
+    wafer_rows: int,
+    wafer_cols: int,
+    held: Sequence[TimedRect],
+    holds: Callable[[tuple[Mer, ...]], bool],
+) -> tuple[float, tuple[Mer, ...]]:
+    """Add the held rectangles back to an empty wafer, latest end first, while the free space
+    still `holds` the job: (the earliest time it does, the free MERs at that time). The empty
+    wafer must hold it."""
+    order = sorted(held, key=lambda h: (h.end, h.rect))
+    mers: tuple[Mer, ...] = ((0, 0, wafer_rows, wafer_cols),)
+    start = order[-1].end if order else -math.inf
+    for j in range(len(order) - 1, -1, -1):
+        after = occupy(mers, order[j].rect)
+        if not holds(after):
+            return start, mers
+        mers = after
+        start = order[j - 1].end if j > 0 else -math.inf
+    return start, mers
+
+
 def _earliest_on(
     rows: int, cols: int, wafer_rows: int, wafer_cols: int, held: Sequence[TimedRect]
 ) -> tuple[float, tuple[Mer, ...]] | None:
     """(start time, MERs at that time) of a rows x cols job on one wafer, or None if never."""
     if rows > wafer_rows or cols > wafer_cols:
         return None
-    order = sorted(held, key=lambda h: (h.end, h.rect))
-    mers: tuple[Mer, ...] = ((0, 0, wafer_rows, wafer_cols),)
-    start = order[-1].end if order else -math.inf
-    for j in range(len(order) - 1, -1, -1):
-        after = occupy(mers, order[j].rect)
-        if not fits_in(after, rows, cols):
-            return start, mers
-        mers = after
-        start = order[j - 1].end if j > 0 else -math.inf
-    return start, mers
+    return _walk_back(wafer_rows, wafer_cols, held, lambda mers: fits_in(mers, rows, cols))
 
 
 def earliest_time(
@@ -82,27 +94,17 @@ def earliest_cut(
     """The earliest time some shape of at least `pes` PEs cut to the free space
     (`shapes.free_space_shapes`) fits a wafer, and the first such shape then, or None.
 
-    The same walk as for a fixed shape (`_earliest_on`): running jobs are added back latest
-    end first until no cut shape is left. Ties on time go to the lower wafer index."""
+    The same walk as for a fixed shape (`_walk_back`): running jobs are added back latest end
+    first until no cut shape is left. Ties on time go to the lower wafer index."""
     best: tuple[float, Shape] | None = None
     for wafer in wafers:
-        if wafer is None:
+        if wafer is None or not _cut_now(pes, max_aspect, ((0, 0, wafer[0], wafer[1]),)):
             continue
-        order = sorted(wafer[2], key=lambda h: (h.end, h.rect))
-        mers: tuple[Mer, ...] = ((0, 0, wafer[0], wafer[1]),)
-        shapes = _cut_now(pes, max_aspect, mers)
-        if not shapes:
-            continue
-        start = order[-1].end if order else -math.inf
-        for j in range(len(order) - 1, -1, -1):
-            after = occupy(mers, order[j].rect)
-            cut = _cut_now(pes, max_aspect, after)
-            if not cut:
-                break
-            mers, shapes = after, cut
-            start = order[j - 1].end if j > 0 else -math.inf
+        start, mers = _walk_back(
+            wafer[0], wafer[1], wafer[2], lambda m: bool(_cut_now(pes, max_aspect, m))
+        )
         if best is None or start < best[0]:
-            best = (start, shapes[0])
+            best = (start, _cut_now(pes, max_aspect, mers)[0])
     return best
 
 
