@@ -160,33 +160,36 @@ def _migrate(state: _State, job_id: int, to: tuple[str, int, int, int, int], now
     heapq.heappush(state.completions, (end, job_id))
 
 
+def _stop(state: _State, job_id: int, now: float) -> None:
+    """Preempt a running job: it checkpoints and goes back to pending in its asked shape."""
+    run = state.running.pop(job_id)
+    stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
+    # from its checkpoint, plus the checkpoint and restart
+    state.remaining[job_id] = max(0.0, run.end - now) / stretch + MOVE_COST_S
+    state.lost_s += MOVE_COST_S
+    state.pending[job_id] = replace(
+        state.asked[job_id],  # back to its asked shape and alternatives
+        state="pending",
+        started_at=None,
+        preempt_count=run.job.preempt_count + 1,
+        last_preempted_at=now,
+    )  # eligible since it first was, as the live system keeps it (its seniority stays)
+    state.preemptions += 1
+
+
 def _apply(state: _State, now: float) -> None:
-    """Run one planning cycle at `now` and apply its migrations, preemptions and starts; after
-    a migration the cycle is run again at once (the job it made room for starts then)."""
+    """Run planning cycles at `now` until one asks for no migration or preemption, carrying out
+    every move and stop each asks for, as the live controller does cycle after cycle; then
+    start what the last one starts (the jobs they made room for among them).
+
+    The loop ends: each move or stop counts against the job's `max_preemptions_per_job`."""
     decided = plan(_snapshot(state), now, explain=False)
-    moves = [p for p in decided.preemptions if p.to is not None]
-    for pre in moves:
-        assert pre.to is not None
-        _migrate(state, int(pre.job_id), pre.to, now)
-    if moves:
-        decided = plan(_snapshot(state), now, explain=False)
-    stops = [p for p in decided.preemptions if p.to is None]
-    for pre in stops:
-        run = state.running.pop(int(pre.job_id))
-        job_id = int(run.job.id)
-        stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
-        # from its checkpoint, plus the checkpoint and restart
-        state.remaining[job_id] = max(0.0, run.end - now) / stretch + MOVE_COST_S
-        state.lost_s += MOVE_COST_S
-        state.pending[job_id] = replace(
-            state.asked[job_id],  # back to its asked shape and alternatives
-            state="pending",
-            started_at=None,
-            preempt_count=run.job.preempt_count + 1,
-            last_preempted_at=now,
-        )  # eligible since it first was, as the live system keeps it (its seniority stays)
-        state.preemptions += 1
-    if stops:  # the preemptor (and whatever else fits the freed space) starts now
+    while decided.preemptions:
+        for pre in decided.preemptions:
+            if pre.to is not None:
+                _migrate(state, int(pre.job_id), pre.to, now)
+            else:
+                _stop(state, int(pre.job_id), now)
         decided = plan(_snapshot(state), now, explain=False)
     for s in decided.starts:
         job_id = int(s.job_id)
