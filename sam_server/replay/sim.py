@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from sam_server.replay.metrics import SimResult, summarize
 from sam_server.replay.swf import TraceJob, shape_for_pes
-from sam_server.scheduling.fairshare import bounded_slowdown, decay_usage, update_usage
+from sam_server.scheduling.fairshare import update_usage
 from sam_server.scheduling.geometry import FreeSpace, Rect
 from sam_server.scheduling.model import (
     CLASS_RANK,
@@ -79,9 +79,6 @@ class _State:
     users: tuple[str, ...] = ()
     asked: dict[int, PolicyJob] = field(default_factory=dict)
     held_shape: dict[int, tuple[int, int]] = field(default_factory=dict)
-    slowdown: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """Per user: decayed (sum of bounded slowdowns of its ended jobs, their count), as of
-    `usage_clock` (`TenantState.user_slowdown`)."""
 
 
 def _snapshot(state: _State) -> Snapshot:
@@ -98,7 +95,6 @@ def _snapshot(state: _State) -> Snapshot:
             PolicyQuota(),
             state.usage.get(u, 0.0),
             {u: state.usage.get(u, 0.0)},
-            {u: state.slowdown[u]} if u in state.slowdown else {},
         )
         for u in state.users
     }
@@ -118,11 +114,6 @@ def _charge_usage(state: _State, now: float) -> None:
     for tenant in set(state.usage) | set(held):
         old = state.usage.get(tenant, 0.0)
         state.usage[tenant] = update_usage(old, held.get(tenant, 0), dt, half_life)
-    for user, (total, count) in state.slowdown.items():
-        state.slowdown[user] = (
-            decay_usage(total, dt, half_life),
-            decay_usage(count, dt, half_life),
-        )
     state.usage_clock = now
 
 
@@ -215,10 +206,6 @@ def _complete_until(state: _State, now: float) -> None:
             continue  # preempted; its new run has its own completion
         del state.running[job_id]
         state.finish[job_id] = end
-        t = state.trace[job_id]
-        total, count = state.slowdown.get(t.user, (0.0, 0.0))
-        done = bounded_slowdown(end - t.submit_s - t.run_s, t.run_s)
-        state.slowdown[t.user] = (total + done, count + 1.0)
 
 
 def _could_start(state: _State) -> bool:

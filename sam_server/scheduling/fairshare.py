@@ -5,19 +5,14 @@ Usage is measured in PE-seconds and decays with a half-life (default 7 days, as 
 fraction of all decayed usage and S its fraction of all shares: a tenant that used exactly its
 share scores 0.5, one that used nothing scores 1, one that used far more than its share tends
 to 0. Within a tenant, users are weighed the same way against equal user shares.
-
-Fair share over experienced slowdown (`lagging_jobs`): usage alone does not see a user whose
-few jobs waited far longer than their run times (a whole-wafer job of seconds behind a drain);
-the mean bounded slowdown per user does, and the users far above the mean over users get one
-job each to the front of the walk.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from sam_server.scheduling.model import CLASS_RANK, PolicyConfig, PolicyJob, TenantState
+from sam_server.scheduling.model import PolicyJob, TenantState
 
 SLOWDOWN_BOUND_S = 10.0
 """Bounded slowdown divides by max(run time, 10 s) so that tiny jobs do not dominate."""
@@ -99,53 +94,3 @@ def combined_factor(tenant_f: float, user_f: float, user_weight: float) -> float
     """
     w = min(1.0, max(0.0, user_weight))
     return tenant_f * ((1.0 - w) + w * user_f)
-
-
-def lagging_jobs(
-    jobs: Sequence[PolicyJob],
-    pending: Sequence[PolicyJob],
-    tenants: Mapping[str, TenantState],
-    now: float,
-    config: PolicyConfig,
-) -> list[PolicyJob]:
-    """The jobs that go first for fair share over experienced slowdown (`slowdown_share_*`).
-
-    A user's mean bounded slowdown counts its ended jobs (`TenantState.user_slowdown`) and its
-    jobs not ended: a running one with the wait it had, a waiting one with its wait so far, each
-    with its time limit as its run time. A user at least `slowdown_share_factor` times the mean
-    over users (and at least `slowdown_share_floor`) is behind; the most behind users, at most
-    `slowdown_share_max`, each get their pending job of the highest slowdown so far (of the top
-    class waiting) to the front. [] when off.
-    """
-    if config.slowdown_share_factor <= 0 or config.slowdown_share_max <= 0 or not pending:
-        return []
-    sums: dict[tuple[str, str], list[float]] = {}
-    for name, tenant in tenants.items():
-        for user, (total, count) in tenant.user_slowdown.items():
-            if count > 0:
-                sums[(name, user)] = [total, count]
-    for job in jobs:
-        acc = sums.setdefault((job.tenant, job.user), [0.0, 0.0])
-        acc[0] += slowdown_so_far(job, now)
-        acc[1] += 1.0
-    means = {key: total / count for key, (total, count) in sums.items() if count > 0}
-    if not means:
-        return []
-    bar = max(
-        config.slowdown_share_floor,
-        config.slowdown_share_factor * (sum(means.values()) / len(means)),
-    )
-    behind = {key for key, mean in means.items() if mean >= bar}
-    if not behind:
-        return []
-    top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
-    worst: dict[tuple[str, str], tuple[float, float, str, PolicyJob]] = {}
-    for job in pending:
-        key = (job.tenant, job.user)
-        if key not in behind or CLASS_RANK.get(job.priority_class, 1) != top:
-            continue
-        rank = (-slowdown_so_far(job, now), job.eligible_at, str(job.id), job)
-        if key not in worst or rank[:3] < worst[key][:3]:
-            worst[key] = rank
-    users = sorted(worst, key=lambda key: (-means[key], key))[: config.slowdown_share_max]
-    return [worst[key][3] for key in users]

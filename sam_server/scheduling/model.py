@@ -62,16 +62,11 @@ class PolicyQuota:
 
 @dataclass(frozen=True)
 class TenantState:
-    """A tenant's quota and its decayed usage in PE-seconds (total and per user).
-
-    `user_slowdown`: per user, (sum of the bounded slowdowns of its ended jobs, their count),
-    both decayed with the usage half-life; read by `slowdown_share_factor` (see `fairshare`).
-    """
+    """A tenant's quota and its decayed usage in PE-seconds (total and per user)."""
 
     quota: PolicyQuota = field(default_factory=PolicyQuota)
     usage_pe_s: float = 0.0
     user_usage_pe_s: dict[str, float] = field(default_factory=dict)
-    user_slowdown: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -210,13 +205,6 @@ class PolicyConfig:
     - requeue_stopped: a stopped (preempted) job's seniority as the oldest counts from when it
       was stopped, not from when it became eligible: it had its turn, and its return does not
       take the first reservation from the jobs that waited longest without starting.
-    - slowdown_share_factor: fair share over experienced slowdown: a user whose mean bounded
-      slowdown (its ended jobs from `TenantState.user_slowdown`, and its jobs not ended so far,
-      the time limit standing for the run time) is at least this multiple of the mean over
-      users, and above `slowdown_share_floor`, has its job of the highest slowdown so far go
-      first in the walk (after the protected oldest), at most `slowdown_share_max` users, the
-      furthest behind first; 0 = off. Bounds the unfairness that shortest-first ordering leaves
-      to a user with few jobs, one of them stuck (Jain's index over users' mean slowdown).
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -245,13 +233,10 @@ class PolicyConfig:
     migrate_min_gain_s: float = 1800.0
     cut_to_fit: bool = True
     cut_reserve: bool = True
-    slowdown_share_factor: float = 0.0
     suspend_factor: float = 0.0
     suspend_max: int = 1
     suspend_wait_share: float = 0.0
     requeue_stopped: bool = False
-    slowdown_share_floor: float = 2.0
-    slowdown_share_max: int = 1
 
 
 @dataclass(frozen=True)
@@ -378,6 +363,5 @@ def easy_config() -> PolicyConfig:
         reservations=1,
         protect_oldest=0,
         migration=False,
-        slowdown_share_factor=0.0,
         suspend_factor=0.0,
     )

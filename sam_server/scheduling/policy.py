@@ -29,7 +29,7 @@ from itertools import compress, repeat
 from operator import attrgetter, eq
 
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
-from sam_server.scheduling.fairshare import lagging_jobs, slowdown_so_far
+from sam_server.scheduling.fairshare import slowdown_so_far
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.migration import choose_migration
@@ -511,10 +511,7 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
     Only jobs that have waited `reserve_after_s` are moved.
     """
     count = cycle.config.protect_oldest
-    lagging = lagging_jobs(
-        cycle.snapshot.jobs, pending, cycle.snapshot.tenants, cycle.now, cycle.config
-    )
-    if (count <= 0 and cycle.config.overdue_wait_s <= 0 and not lagging) or len(pending) < 2:
+    if (count <= 0 and cycle.config.overdue_wait_s <= 0) or len(pending) < 2:
         return pending
     top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
     requeue = cycle.config.requeue_stopped
@@ -532,7 +529,7 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
         and (j.last_preempted_at is None or not _just_stopped(j, cycle))
     ]
     if not peers:
-        return _put_first(lagging, pending)
+        return pending
     peers.sort(key=lambda j: (since(j), j.submitted_at, str(j.id)))
     bound = cycle.config.overdue_wait_s
     factor = cycle.config.overdue_median_factor
@@ -547,7 +544,7 @@ def _oldest_first(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob]:
             overdue += 1
         if factor > 0:
             overdue = min(overdue, cycle.config.overdue_max)
-    return _put_first([*peers[: max(count, overdue)], *lagging], pending)
+    return _put_first(peers[: max(count, overdue)], pending)
 
 
 def _put_first(first: list[PolicyJob], pending: list[PolicyJob]) -> list[PolicyJob]:

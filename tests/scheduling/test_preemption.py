@@ -13,7 +13,7 @@ CFG = PolicyConfig(
     min_run_before_preempt_s=600.0,
     max_preemptions_per_job=3,
     reserve_after_s=0.0,
-    suspend_factor=0.0,  # preemption by class alone (suspension: test_slowdown_share)
+    suspend_factor=0.0,  # preemption by class alone (suspension: test_suspension)
 )
 
 

@@ -1,62 +1,14 @@
-"""Fair share over experienced slowdown: a user far behind the others gets a job to the front."""
+"""Selective suspension: a short job far behind in slowdown stops a long one of its own class
+(`suspend_factor`), bounded per job, and what a stopped job's seniority counts from."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from sam_server.scheduling import PolicyConfig, plan
-from sam_server.scheduling.fairshare import bounded_slowdown, lagging_jobs
+from sam_server.scheduling.fairshare import bounded_slowdown
 
 from .factories import job, running, snapshot
-
-HEAVY = 1e12  # PE-seconds: a fair-share factor near 0, so usage alone ranks the user last
-
-
-def _case(factor: float):
-    """A 4x4 wafer with one free 2x2 quarter and two 2x2 jobs for it: job 1 of user "b" (no
-    usage, its ended jobs never waited) and job 2 of user "c" (heavy usage, its ended jobs
-    waited 200x their run time on average). Three more users never waited."""
-    held = [
-        running(10 + k, 2 * (k // 2), 2 * (k % 2), 2, 2, tenant="d", user="d") for k in range(3)
-    ]
-    jobs = [
-        job(1, 2, 2, tenant="b", user="b", submitted=0.0, limit=100.0),
-        job(2, 2, 2, tenant="c", user="c", submitted=0.0, limit=100.0),
-        *(j for j, _ in held),
-    ]
-    config = PolicyConfig(protect_oldest=0, slowdown_share_factor=factor)
-    snap = snapshot(
-        [("w0", 4, 4)],
-        jobs,
-        {"w0": [a for _, a in held]},
-        usage={"b": 0.0, "c": HEAVY, "d": 0.0},
-        config=config,
-    )
-    history = {"b": (5.0, 5.0), "c": (1000.0, 5.0), "d": (5.0, 5.0), "e": (5.0, 5.0)}
-    tenants = {
-        name: replace(t, user_slowdown={name: history[name]}) for name, t in snap.tenants.items()
-    }
-    tenants["e"] = replace(tenants["b"], usage_pe_s=0.0, user_slowdown={"e": history["e"]})
-    return replace(snap, tenants=tenants)
-
-
-def test_the_user_far_behind_in_slowdown_starts_first() -> None:
-    off = plan(_case(0.0), 10.0)
-    on = plan(_case(3.0), 10.0)
-    assert [s.job_id for s in off.starts] == [1]  # usage alone: the heavy user waits
-    assert [s.job_id for s in on.starts] == [2]  # 200x slowdown behind: its job goes first
-
-
-def test_lagging_needs_the_factor_and_the_floor() -> None:
-    snap = _case(3.0)
-    pending = [j for j in snap.jobs if j.state == "pending"]
-    assert [j.id for j in lagging_jobs(snap.jobs, pending, snap.tenants, 10.0, snap.config)] == [2]
-    # every user near the same mean: nobody is behind
-    even = {n: replace(t, user_slowdown={}) for n, t in snap.tenants.items()}
-    assert lagging_jobs(snap.jobs, pending, even, 10.0, snap.config) == []
-    # far behind in ratio, but below the floor (slowdown 2): not moved
-    floor = replace(snap.config, slowdown_share_floor=1e6)
-    assert lagging_jobs(snap.jobs, pending, snap.tenants, 10.0, floor) == []
 
 
 def test_bounded_slowdown_is_bounded_below_by_one_and_by_ten_seconds() -> None:
