@@ -348,3 +348,76 @@ def test_a_cycle_charges_the_pes_a_running_job_held_to_its_tenant_and_user(api, 
     assert 6000 < users["alice"] <= 6400 + 64 * 5
     assert _job(cluster_settings, waiting).state == "compiling"
     assert tenants["idle"] == 0.0 and users["bob"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("priority", "suspend_factor", "stops"),
+    [("normal", 10.0, True), ("high", 0.0, True), ("normal", 0.0, False)],
+    ids=["suspension", "class-preemption", "suspension-off"],
+)
+def test_selective_suspension_stops_a_long_job_of_the_same_class_in_the_live_cycle(
+    api, cluster_settings, priority, suspend_factor, stops
+):
+    """L (16x16, the whole wafer, 10h limit) started an hour ago right after its submit; S
+    (16x16, 10m limit) has waited two hours: its bounded slowdown so far is (7200 + 600) / 600
+    = 13, L's 1. With SAM_SUSPEND_FACTOR=10 the cycle stops L for S although both are of the
+    normal class, through the path a higher class takes: L's worker is asked to checkpoint, L
+    goes back to pending, and the next cycle starts S. With the factor 0 a normal-class S
+    waits; a high-class S preempts L either way."""
+    settings = cluster_settings.model_copy(update={"suspend_factor": suspend_factor})
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+
+    def whole_wafer(limit: str, **extra: str) -> dict:  # type: ignore[type-arg]
+        return spec(resources={"region": {"rows": 16, "cols": 16}, "time_limit": limit}, **extra)
+
+    _online(settings)
+    long_job = submit(api, alice, whole_wafer("10h")).json()["id"]
+    run_cycle(settings)
+    _compile_ok(settings, long_job)
+    run_cycle(settings)
+    assert _job(settings, long_job).state == "running"
+    url = settings.resolved_database_url
+    hour_ago, two_hours_ago = utcnow() - timedelta(hours=1), utcnow() - timedelta(hours=2)
+    with session_scope(url) as s:  # L was submitted and started an hour ago; its worker runs it
+        s.execute(
+            update(Job)
+            .where(Job.id == long_job)
+            .values(created_at=hour_ago, eligible_at=hour_ago, started_at=hour_ago)
+        )
+        assert lifecycle.claim_run(
+            s, job_id=long_job, attempt=1, wafer_id="w0", owner="w", lease_s=60
+        )
+    short_job = submit(api, alice, whole_wafer("10m", priority=priority)).json()["id"]
+    run_cycle(settings)  # L's program in L's shape: S reuses L's artifact
+    assert _job(settings, short_job).state == "pending"
+    with session_scope(url) as s:  # S has waited two hours
+        s.execute(
+            update(Job)
+            .where(Job.id == short_job)
+            .values(created_at=two_hours_ago, eligible_at=two_hours_ago)
+        )
+    stats = run_cycle(settings)
+    assert stats.starts == 0
+    if not stops:
+        assert stats.preemptions == 0 and not _job(settings, long_job).preempt_requested
+        assert _job(settings, short_job).state == "pending"
+        run_cycle(settings)
+        assert _job(settings, long_job).state == "running"
+        return
+    assert stats.preemptions == 1 and _job(settings, long_job).preempt_requested
+    logs = api.get(f"/api/v1/jobs/{long_job}/logs", headers=alice).text
+    assert f"preempted for job {short_job}" in logs and "checkpointing" in logs
+    with session_scope(url) as s:  # L's worker checkpoints and gives the region back
+        assert lifecycle.read_flags(s, job_id=long_job, owner="w")["preempt"]
+        lifecycle.finish_run(s, job_id=long_job, owner="w", attempt=1, outcome="preempted")
+    stopped = _job(settings, long_job)
+    assert stopped.state == "pending" and stopped.reason == "Preempted"
+    assert stopped.preempt_count == 1 and stopped.last_preempted_at is not None
+    assert stopped.wafer_id is None and not stopped.preempt_requested
+    stats = run_cycle(settings)
+    started = _job(settings, short_job)
+    assert stats.starts == 1 and started.state == "running" and started.wafer_id == "w0"
+    stats = run_cycle(settings)  # L, back in the queue, does not stop S in turn
+    assert stats.preemptions == 0 and _job(settings, long_job).state == "pending"
+    assert not _job(settings, short_job).preempt_requested
