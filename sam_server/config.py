@@ -104,6 +104,13 @@ class Settings(BaseSettings):
     kill_invalid_depend: bool = False
     preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
     max_preemptions_per_job: int = 3
+    # Selective suspension (PolicyConfig's suspend_* and requeue_stopped, which say what each
+    # does): a short job that has waited long may stop a running job of its own class. Unset
+    # (None) = the policy's own default, so the live scheduler runs what the replay measured.
+    suspend_factor: float | None = Field(default=None, ge=0)  # 0 = off
+    suspend_max: int | None = Field(default=None, ge=0)  # 0 = only max_preemptions_per_job
+    suspend_wait_share: float | None = Field(default=None, ge=0)  # 0 = off
+    requeue_stopped: bool | None = None
     # Scale (issue 11): log following, stored history, checkpoints.
     follow_poll_s: float = Field(default=0.5, gt=0)  # one database poll per tick, all followers
     follow_heartbeat_s: float = Field(default=15.0, gt=0)  # an SSE comment on a quiet stream

@@ -12,7 +12,7 @@ import gc
 import logging
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -49,12 +49,18 @@ class CycleStats:
     wafers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
 
+SUSPENSION_SETTINGS = ("suspend_factor", "suspend_max", "suspend_wait_share", "requeue_stopped")
+"""Settings named as PolicyConfig's fields; one left unset (None) keeps the policy's default."""
+
+
 def policy_config(settings: Settings) -> PolicyConfig:
     """The live policy's knobs (the defaults are SAM's policy)."""
-    return PolicyConfig(
+    config = PolicyConfig(
         min_run_before_preempt_s=settings.preempt_min_run_s,
         max_preemptions_per_job=settings.max_preemptions_per_job,
     )
+    chosen = {name: getattr(settings, name) for name in SUSPENSION_SETTINGS}
+    return replace(config, **{name: value for name, value in chosen.items() if value is not None})
 
 
 THAW_EVERY_S = 60.0

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import literal_column, select, text
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import CompileServer, Job, Tenant, User, Wafer
+from sam_server.db.models import CompileServer, Job, JobAttempt, Tenant, User, Wafer
 from sam_server.db.types import as_utc
 from sam_server.scheduling import (
     Allocation,
@@ -52,6 +52,7 @@ _COLUMNS = (
     Job.req_cols,
     Job.time_limit_s,
     Job.preempt_count,
+    Job.attempts,
     Job.wafer_id,
     Job.region_row,
     Job.region_col,
@@ -95,6 +96,7 @@ class ActiveJob:
         "policy",
         "policy_state",
         "fresh",
+        "run_started_at",
     )
     # (for the type checker; every column of _COLUMNS is an attribute)
     id: str
@@ -103,6 +105,7 @@ class ActiveJob:
     mode: str
     req_rows: int
     req_cols: int
+    attempts: int
     tenant_id: int
     user_id: int
     tenant_name: str
@@ -118,6 +121,8 @@ class ActiveJob:
         self.policy: PolicyJob | None = None
         self.policy_state: str | None = None
         self.fresh = True  # read this cycle (new or changed); False once reused unchanged
+        # when its current attempt was placed, if it is a resumed one (see _run_starts)
+        self.run_started_at: datetime | None = None
 
     def current(self, row: tuple[Any, ...]) -> bool:
         """Whether this object still is `row` as read (the cycle may have set state/reason
@@ -196,7 +201,27 @@ def load_active_jobs(session: Session) -> list[Any]:
         job.tenant_name = tenants.get(job.tenant_id, "")
         job.user_name = users.get(job.user_id, "")
         job.preemptible, job.arch, job.shapes = _DERIVED[(job.id, job.mode, *_req(job))]
+    _run_starts(session, fresh)
     return jobs
+
+
+def _run_starts(session: Session, fresh: list[ActiveJob]) -> None:
+    """Set `run_started_at` of the resumed jobs among `fresh` that hold a region: when their
+    current attempt was placed. `Job.started_at` is the first start (what a user is shown), but
+    the policy's `started_at` is the current run's: the preemption protections count from the
+    restart, and the worker gives each attempt the whole time limit (the time left)."""
+    resumed = {j.id: j for j in fresh if j.state in HOLDS_REGION and j.attempts > 1}
+    ids = list(resumed)
+    for at in range(0, len(ids), 1000):
+        rows = session.execute(
+            select(JobAttempt.job_id, JobAttempt.attempt, JobAttempt.placed_at).where(
+                JobAttempt.job_id.in_(ids[at : at + 1000])
+            )
+        )
+        for job_id, attempt, placed_at in rows:
+            job = resumed[job_id]
+            if attempt == job.attempts:
+                job.run_started_at = placed_at
 
 
 def _read_delta(session: Session, cache: _JobCache, fresh: list[ActiveJob]) -> None:
@@ -285,7 +310,7 @@ def _policy_job(job: Any) -> PolicyJob:
         rows=rows,
         cols=cols,
         time_limit_s=float(job.time_limit_s),
-        started_at=_ts(job.started_at),
+        started_at=_ts(getattr(job, "run_started_at", None) or job.started_at),
         preempt_count=job.preempt_count,
         last_preempted_at=_ts(job.last_preempted_at),
         preemptible=job.preemptible,

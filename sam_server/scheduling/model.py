@@ -74,7 +74,8 @@ class PolicyJob:
     """A job that is not yet terminal. `rows` x `cols` is the region shape the job needs.
 
     `eligible_at` is when the job became eligible to run (age accrues from it); `started_at` is
-    set for running jobs; `time_limit_s` is the wall-time limit used for reservations.
+    set for running jobs (when the current run began: a resumed job's restart); `time_limit_s`
+    is the wall-time limit used for reservations.
     `arch` is the wafer arch the job was compiled for ("wse2", "wse3"): it runs only on a wafer
     of that arch (None: any wafer).
     """

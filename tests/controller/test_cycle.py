@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy import select, update
 
 from sam_server.controller.loop import dispatch_outbox, run_cycle
+from sam_server.controller.snapshot import forget_active_jobs
 from sam_server.db.models import CompileServer, Job, JobAttempt, OutboxMessage
 from sam_server.db.session import session_scope
-from sam_server.db.types import utcnow
+from sam_server.db.types import as_utc, utcnow
 from sam_server.services import lifecycle
 from tests.api.helpers import ADMIN, alice_job, make_tenant, make_user, spec, submit
 
@@ -348,3 +349,145 @@ def test_a_cycle_charges_the_pes_a_running_job_held_to_its_tenant_and_user(api, 
     assert 6000 < users["alice"] <= 6400 + 64 * 5
     assert _job(cluster_settings, waiting).state == "compiling"
     assert tenants["idle"] == 0.0 and users["bob"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("priority", "suspend_factor", "stops"),
+    [("normal", 10.0, True), ("high", 0.0, True), ("normal", 0.0, False)],
+    ids=["suspension", "class-preemption", "suspension-off"],
+)
+def test_selective_suspension_stops_a_long_job_of_the_same_class_in_the_live_cycle(
+    api, cluster_settings, priority, suspend_factor, stops
+):
+    """L (16x16, the whole wafer, 10h limit) started an hour ago right after its submit; S
+    (16x16, 10m limit) has waited two hours: its bounded slowdown so far is (7200 + 600) / 600
+    = 13, L's 1. With SAM_SUSPEND_FACTOR=10 the cycle stops L for S although both are of the
+    normal class, through the path a higher class takes: L's worker is asked to checkpoint, L
+    goes back to pending, and the next cycle starts S. With the factor 0 a normal-class S
+    waits; a high-class S preempts L either way."""
+    settings = cluster_settings.model_copy(update={"suspend_factor": suspend_factor})
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+
+    def whole_wafer(limit: str, **extra: str) -> dict:  # type: ignore[type-arg]
+        return spec(resources={"region": {"rows": 16, "cols": 16}, "time_limit": limit}, **extra)
+
+    _online(settings)
+    long_job = submit(api, alice, whole_wafer("10h")).json()["id"]
+    run_cycle(settings)
+    _compile_ok(settings, long_job)
+    run_cycle(settings)
+    assert _job(settings, long_job).state == "running"
+    url = settings.resolved_database_url
+    hour_ago, two_hours_ago = utcnow() - timedelta(hours=1), utcnow() - timedelta(hours=2)
+    with session_scope(url) as s:  # L was submitted and started an hour ago; its worker runs it
+        s.execute(
+            update(Job)
+            .where(Job.id == long_job)
+            .values(created_at=hour_ago, eligible_at=hour_ago, started_at=hour_ago)
+        )
+        assert lifecycle.claim_run(
+            s, job_id=long_job, attempt=1, wafer_id="w0", owner="w", lease_s=60
+        )
+    short_job = submit(api, alice, whole_wafer("10m", priority=priority)).json()["id"]
+    run_cycle(settings)  # L's program in L's shape: S reuses L's artifact
+    assert _job(settings, short_job).state == "pending"
+    with session_scope(url) as s:  # S has waited two hours
+        s.execute(
+            update(Job)
+            .where(Job.id == short_job)
+            .values(created_at=two_hours_ago, eligible_at=two_hours_ago)
+        )
+    stats = run_cycle(settings)
+    assert stats.starts == 0
+    if not stops:
+        assert stats.preemptions == 0 and not _job(settings, long_job).preempt_requested
+        assert _job(settings, short_job).state == "pending"
+        run_cycle(settings)
+        assert _job(settings, long_job).state == "running"
+        return
+    assert stats.preemptions == 1 and _job(settings, long_job).preempt_requested
+    logs = api.get(f"/api/v1/jobs/{long_job}/logs", headers=alice).text
+    assert f"preempted for job {short_job}" in logs and "checkpointing" in logs
+    with session_scope(url) as s:  # L's worker checkpoints and gives the region back
+        assert lifecycle.read_flags(s, job_id=long_job, owner="w")["preempt"]
+        lifecycle.finish_run(s, job_id=long_job, owner="w", attempt=1, outcome="preempted")
+    stopped = _job(settings, long_job)
+    assert stopped.state == "pending" and stopped.reason == "Preempted"
+    assert stopped.preempt_count == 1 and stopped.last_preempted_at is not None
+    assert stopped.wafer_id is None and not stopped.preempt_requested
+    stats = run_cycle(settings)
+    started = _job(settings, short_job)
+    assert stats.starts == 1 and started.state == "running" and started.wafer_id == "w0"
+    stats = run_cycle(settings)  # L, back in the queue, does not stop S in turn
+    assert stats.preemptions == 0 and _job(settings, long_job).state == "pending"
+    assert not _job(settings, short_job).preempt_requested
+
+
+def test_a_resumed_job_runs_the_minimum_time_from_its_restart_before_it_is_stopped_again(
+    api, cluster_settings
+):
+    """L (the whole wafer) started an hour ago, is preempted for a high-class job H1 and, once
+    H1 ends, resumes from its checkpoint (attempt 2; its `started_at` stays its first start).
+    A second high-class job H2 does not stop it at once: the preemption protections
+    (SAM_PREEMPT_MIN_RUN_S, 60 s) and the policy's time left count from the restart, as the
+    worker gives each attempt the job's whole time limit. Two minutes after the restart, H2
+    preempts it."""
+    settings = cluster_settings.model_copy(update={"suspend_factor": 0.0})
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    url = settings.resolved_database_url
+
+    def whole_wafer(limit: str, **extra: str) -> dict:  # type: ignore[type-arg]
+        return spec(resources={"region": {"rows": 16, "cols": 16}, "time_limit": limit}, **extra)
+
+    def run_as_worker(job_id: str, attempt: int, outcome: str | None = None) -> None:
+        with session_scope(url) as s:
+            assert lifecycle.claim_run(
+                s, job_id=job_id, attempt=attempt, wafer_id="w0", owner="w", lease_s=60
+            )
+            if outcome:
+                lifecycle.finish_run(s, job_id=job_id, owner="w", attempt=attempt, outcome=outcome)
+
+    _online(settings)
+    long_job = submit(api, alice, whole_wafer("10h")).json()["id"]
+    run_cycle(settings)
+    _compile_ok(settings, long_job)
+    run_cycle(settings)
+    hour_ago = utcnow() - timedelta(hours=1)
+    with session_scope(url) as s:
+        s.execute(
+            update(Job)
+            .where(Job.id == long_job)
+            .values(created_at=hour_ago, eligible_at=hour_ago, started_at=hour_ago)
+        )
+    run_as_worker(long_job, 1)
+    first = submit(api, alice, whole_wafer("10m", priority="high")).json()["id"]
+    run_cycle(settings)
+    run_cycle(settings)
+    assert _job(settings, long_job).preempt_requested
+    with session_scope(url) as s:
+        lifecycle.finish_run(s, job_id=long_job, owner="w", attempt=1, outcome="preempted")
+    run_cycle(settings)
+    assert _job(settings, first).state == "running"
+    run_as_worker(first, 1, "succeeded")
+    run_cycle(settings)
+    resumed = _job(settings, long_job)
+    assert resumed.state == "running" and resumed.attempts == 2
+    first_start = as_utc(resumed.started_at)
+    assert first_start is not None and first_start < utcnow() - timedelta(minutes=59)
+    run_as_worker(long_job, 2)
+    second = submit(api, alice, whole_wafer("10m", priority="high")).json()["id"]
+    for _ in range(2):
+        stats = run_cycle(settings)
+        assert stats.preemptions == 0 and not _job(settings, long_job).preempt_requested
+    assert _job(settings, second).state == "pending"
+    with session_scope(url) as s:  # the restart was two minutes ago
+        s.execute(
+            update(JobAttempt)
+            .where(JobAttempt.job_id == long_job, JobAttempt.attempt == 2)
+            .values(placed_at=utcnow() - timedelta(minutes=2))
+        )
+    forget_active_jobs()  # (a placed attempt never changes: the cycle's cached rows keep it)
+    stats = run_cycle(settings)
+    assert stats.preemptions == 1 and _job(settings, long_job).preempt_requested
