@@ -352,6 +352,12 @@ def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
         return False
     for victim in choice.victims:
         reason = f"preempted for {job.priority_class}-class job {job.id}"
+        if victim.priority_class == job.priority_class:  # selective suspension
+            mine, theirs = slowdown_so_far(victim, cycle.now), slowdown_so_far(job, cycle.now)
+            reason = (
+                f"suspended for job {job.id} of its class: its slowdown so far is "
+                f"{theirs:.1f}, this job's {mine:.1f} (suspend_factor)"
+            )
         cycle.preemptions.append(Preempt(victim.id, job.id, reason))
     cycle.preempting[job.id] = [v.id for v in choice.victims]
     wafer = cycle.snapshot.wafers[choice.wafer_index]

@@ -31,6 +31,9 @@ def test_a_short_job_far_behind_suspends_a_long_one_of_its_class() -> None:
     on = plan(_blocked_short_job(2.0), 1000.0)
     assert off.preemptions == []  # same class: no preemption without suspension
     assert [(p.job_id, p.for_job_id) for p in on.preemptions] == [(1, 2)]
+    # the victim's log says why: suspended, with both slowdowns so far
+    assert on.preemptions[0].reason.startswith("suspended for job 2 of its class")
+    assert "101.0" in on.preemptions[0].reason and "1.0" in on.preemptions[0].reason
 
 
 def test_suspension_needs_the_factor_and_a_shorter_preemptor() -> None:
