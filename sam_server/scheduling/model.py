@@ -234,10 +234,10 @@ class PolicyConfig:
     migrate_min_gain_s: float = 1800.0
     cut_to_fit: bool = True
     cut_reserve: bool = True
-    suspend_factor: float = 0.0
+    suspend_factor: float = 10.0
     suspend_max: int = 1
     suspend_wait_share: float = 0.0
-    requeue_stopped: bool = False
+    requeue_stopped: bool = True
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def test_a_suspended_job_resumes_and_pays_its_restart() -> None:
         TraceJob(3, 2_000.0, 10.0, 10.0, 4, "c"),  # an event: the replay plans again then
     ]
     spec = ClusterSpec(1, 4, 4, 1)
-    off = simulate(trace, spec, PolicyConfig(migration=False), "sam")
+    off = simulate(trace, spec, PolicyConfig(migration=False, suspend_factor=0.0), "sam")
     on = simulate(trace, spec, PolicyConfig(migration=False, suspend_factor=10.0), "sam")
     assert (off.preemptions, on.preemptions) == (0, 1)
     assert on.moved_cost_s == 120.0

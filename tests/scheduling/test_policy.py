@@ -194,7 +194,8 @@ def test_the_same_snapshot_gives_the_same_plan_in_any_job_order() -> None:
 
 
 def test_short_jobs_go_first_while_young_but_seniority_rules_past_the_age_cap() -> None:
-    cfg = PolicyConfig(age_cap_s=1000.0, reserve_after_s=0.0)
+    # (the queue order alone: with suspension the 10-s job, ~500x behind, would go first)
+    cfg = PolicyConfig(age_cap_s=1000.0, reserve_after_s=0.0, suspend_factor=0.0)
     held, alloc = running(9, 0, 0, 10, 10, limit=50.0)
     young = [job(1, 10, 10, submitted=90.0, limit=5000.0), job(2, 1, 1, submitted=95.0, limit=10.0)]
     p = plan(snapshot(W10, [held, *young], {"w0": [alloc]}, config=cfg), 100.0)

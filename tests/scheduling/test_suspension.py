@@ -81,3 +81,30 @@ def test_a_stopped_job_does_not_take_the_reservation_of_a_job_never_started() ->
     requeued = plan(_stopped_and_fresh(True), 7_000.0).reservation
     assert kept is not None and kept.job_id == 2  # eligible first: it goes first as the oldest
     assert requeued is not None and requeued.job_id == 3  # stopped at 5,000 s: job 3 is older
+
+
+def _freed_wafer(factor: float, stopped: bool = True):
+    """A 4x4 wafer just freed: job 1 (whole wafer, 10,000 s) was suspended at 1,400 s and is
+    back in the queue; job 2 (whole wafer, 5,000 s, eligible since 0 s: the oldest) and job 3
+    (2x2, 10 s, waited 1,000 s: slowdown so far 101, furthest behind) wait for the wafer too."""
+    old = job(2, 4, 4, submitted=0.0, limit=5_000.0, user="a", tenant="a")
+    behind = job(3, 2, 2, submitted=500.0, limit=10.0, user="b", tenant="b")
+    back = replace(
+        job(1, 4, 4, submitted=0.0, limit=10_000.0), preempt_count=1, last_preempted_at=1_400.0
+    )
+    config = PolicyConfig(suspend_factor=factor)
+    jobs = [old, behind, back] if stopped else [old, behind]
+    return snapshot([("w0", 4, 4)], jobs, {"w0": []}, config=config)
+
+
+def test_after_a_suspension_the_job_furthest_behind_takes_the_space_before_the_oldest() -> None:
+    # suspension off: the oldest goes first and takes the whole wafer; the short job waits on
+    off = plan(_freed_wafer(0.0), 1_500.0)
+    assert [s.job_id for s in off.starts] == [2]
+    # on: the job 100x behind (which suspended job 1 for this space) starts first, so the
+    # space it freed is not taken by the next in line, whom it would then suspend too
+    on = plan(_freed_wafer(10.0), 1_500.0)
+    assert [s.job_id for s in on.starts] == [3]
+    # with no suspension just made, the oldest keeps its place at the head of the walk
+    calm = plan(_freed_wafer(10.0, stopped=False), 1_500.0)
+    assert [s.job_id for s in calm.starts] == [2]
