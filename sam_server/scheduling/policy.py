@@ -4,7 +4,8 @@
 2. Send the highest-priority queued jobs to the free compile slots.
 3. Walk the pending jobs in order. A job within its tenant's quotas starts where it fits
    (best fit or first fit; a flexible job none of whose shapes fits may take one cut to a
-   free rectangle, `cut_to_fit`). The first job that does not fit is the top blocked job: it may
+   free rectangle, `cut_to_fit`; a large one on a nearly full wafer goes where the most jobs
+   of its size still fit, `lookahead`). The first job that does not fit is the top blocked job: it may
    preempt lower-class jobs (if that is the only way), or start now by moving one running
    checkpointing job elsewhere (`migration`). Otherwise the first blocked job that has
    been eligible for `reserve_after_s` gets a reservation, a concrete rectangle and start time
