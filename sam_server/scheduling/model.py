@@ -206,6 +206,16 @@ class PolicyConfig:
     - requeue_stopped: a stopped (preempted) job's seniority as the oldest counts from when it
       was stopped, not from when it became eligible: it had its turn, and its return does not
       take the first reservation from the jobs that waited longest without starting.
+    - lookahead: look-ahead placement (0 = off): a flexible job of at most a third of a wafer
+      that lands on a wafer with room for at most `lookahead` + 1 jobs like it, while no
+      smaller job waits, goes where the most further jobs of its size still fit (up to
+      `lookahead` of them, each in one of its shapes or one cut flush to the free space:
+      `placement.lookahead_placement`). 3 forms the pinwheel of four quarter jobs on 23x34
+      from an empty wafer; 2 (the default) looks at fewer placements and won on the replay
+      matrix (3 lost two verdicts against easy there).
+    - reserve_off_free: a reservation's rectangle (among those where it starts earliest) is the
+      one that takes the least of the space free now: it lies where running jobs end, so jobs
+      that would still run at its start can backfill the free space (1-D EASY's spare PEs).
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -238,6 +248,8 @@ class PolicyConfig:
     suspend_max: int = 1
     suspend_wait_share: float = 0.0
     requeue_stopped: bool = True
+    lookahead: int = 2
+    reserve_off_free: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ by wafer order, row and column, so the choice is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +16,9 @@ import numpy as np
 from sam_server.scheduling.geometry import (
     FreeSpace,
     MerArrays,
+    fits_in,
+    occupy,
+    pareto_front,
     table_fits,
     table_front,
     width_table,
@@ -172,3 +175,126 @@ class FitIndex:
         if found is None:
             found = self._cut[key] = free_space_shapes(pes, self._front, max_aspect)
         return found
+
+
+LOOKAHEAD_NODES = 48
+"""Placements tried per candidate by `copies_after` (the search is cut there: bounded cost)."""
+LOOKAHEAD_BRANCH = 12
+"""Placements tried at each step of the search (flush shapes and tight holes first)."""
+
+
+def _positions(
+    mers: Sequence[tuple[int, int, int, int]], shapes: Sequence[Shape]
+) -> list[tuple[int, int, int, int, int]]:
+    """(hole area, row, col, rows, cols) of every corner placement of `shapes` in `mers`, once
+    each, in the order given by the shapes, then the tightest hole, then row and column."""
+    seen: set[tuple[int, int, int, int]] = set()
+    out: list[tuple[int, int, int, int, int]] = []
+    for rows, cols in shapes:
+        here: list[tuple[int, int, int, int, int]] = []
+        for r0, c0, r1, c1 in mers:
+            if r1 - r0 < rows or c1 - c0 < cols:
+                continue
+            area = (r1 - r0) * (c1 - c0)
+            for row, col in ((r0, c0), (r0, c1 - cols), (r1 - rows, c0), (r1 - rows, c1 - cols)):
+                if (row, col, rows, cols) not in seen:
+                    seen.add((row, col, rows, cols))
+                    here.append((area, row, col, rows, cols))
+        here.sort()
+        out.extend(here)
+    return out
+
+
+def job_shapes_in(
+    mers: Sequence[tuple[int, int, int, int]],
+    shapes: Sequence[Shape],
+    pes: int,
+    max_aspect: float,
+) -> list[Shape]:
+    """The shapes a flexible job of `pes` PEs may take in the free space `mers`: those cut
+    flush to a free rectangle first (`free_space_shapes`: they leave no sliver), then
+    `shapes`, each once, only those that fit."""
+    front = pareto_front((m[2] - m[0], m[3] - m[1]) for m in mers)
+    out = list(free_space_shapes(pes, front, max_aspect))
+    out += [s for s in shapes if s not in out and fits_in(mers, *s)]
+    return out
+
+
+def copies_after(
+    mers: tuple[tuple[int, int, int, int], ...],
+    free_pes: int,
+    shapes: Sequence[Shape],
+    pes: int,
+    max_aspect: float,
+    depth: int,
+) -> int:
+    """How many more jobs like this one (`pes` PEs, `shapes` or cut to the space) the free space
+    `mers` can still take at once, up to `depth`: a bounded depth-first search over corner
+    placements (at most LOOKAHEAD_NODES placements, LOOKAHEAD_BRANCH per step; deterministic).
+    A lower bound of the true count, exact when the search is not cut."""
+    budget = [LOOKAHEAD_NODES]
+    memo: dict[tuple[tuple[tuple[int, int, int, int], ...], int], int] = {}
+
+    def search(m: tuple[tuple[int, int, int, int], ...], free: int, left: int) -> int:
+        left = min(left, free // pes)
+        if left <= 0:
+            return 0
+        key = (tuple(sorted(m)), left)
+        if key in memo:
+            return memo[key]
+        best = 0
+        spots = _positions(m, job_shapes_in(m, shapes, pes, max_aspect))
+        for _, row, col, rows, cols in spots[:LOOKAHEAD_BRANCH]:
+            if budget[0] <= 0:
+                break
+            budget[0] -= 1
+            rect = (row, col, rows, cols)
+            best = max(best, 1 + search(occupy(m, rect), free - rows * cols, left - 1))
+            if best >= left:
+                break
+        memo[key] = best
+        return best
+
+    return search(mers, free_pes, depth)
+
+
+def lookahead_placement(
+    spaces: Sequence[FreeSpace | None],
+    shapes: Sequence[Shape],
+    pes: int,
+    max_aspect: float,
+    depth: int,
+    allowed: Callable[[Shape], bool] | None = None,
+) -> tuple[Placement, Shape] | None:
+    """Where a large flexible job goes so that the most jobs like it still fit after it: the
+    placement (a corner of a free rectangle, in one of `shapes` or a shape cut flush to the free
+    space) that loses the fewest of the further copies the wafer could take (`copies_after`, up
+    to `depth`), then least shrink of the largest free rectangle, least area, tightest hole,
+    wafer, row, col. Only wafers whose free PEs hold at most depth + 1 such jobs are searched
+    (elsewhere any placement keeps room for them); None when no such wafer takes the job.
+
+    Placing quarter-wafer jobs one by one this way forms the pinwheel (12x16, 11x18, 12x16,
+    11x18 on 23x34) that plain best fit misses: the second quarter takes the 11x18 flush beside
+    the first, which leaves room for two more.
+    """
+    best: tuple[tuple[int, ...], Placement, Shape] | None = None
+    for i, space in enumerate(spaces):
+        if space is None or space.free_pes < pes or space.free_pes >= pes * (depth + 2):
+            continue
+        mers = space.mers
+        options = job_shapes_in(mers, shapes, pes, max_aspect)
+        if allowed is not None:
+            options = [s for s in options if allowed(s)]
+        if not options:
+            continue
+        before = copies_after(mers, space.free_pes, shapes, pes, max_aspect, depth + 1)
+        largest = max((m[2] - m[0]) * (m[3] - m[1]) for m in mers)
+        for hole, row, col, rows, cols in _positions(mers, options):
+            after = occupy(mers, (row, col, rows, cols))
+            free = space.free_pes - rows * cols
+            kept = copies_after(after, free, shapes, pes, max_aspect, depth)
+            left = max(((m[2] - m[0]) * (m[3] - m[1]) for m in after), default=0)
+            key = (before - 1 - kept, largest - left, rows * cols, hole, i, row, col)
+            if best is None or key < best[0]:
+                best = (key, Placement(i, row, col, key), (rows, cols))
+    return None if best is None else (best[1], best[2])

@@ -4,7 +4,8 @@
 2. Send the highest-priority queued jobs to the free compile slots.
 3. Walk the pending jobs in order. A job within its tenant's quotas starts where it fits
    (best fit or first fit; a flexible job none of whose shapes fits may take one cut to a
-   free rectangle, `cut_to_fit`). The first job that does not fit is the top blocked job: it may
+   free rectangle, `cut_to_fit`; a large one on a nearly full wafer goes where the most jobs
+   of its size still fit, `lookahead`). The first job that does not fit is the top blocked job: it may
    preempt lower-class jobs (if that is the only way), or start now by moving one running
    checkpointing job elsewhere (`migration`). Otherwise the first blocked job that has
    been eligible for `reserve_after_s` gets a reservation, a concrete rectangle and start time
@@ -49,7 +50,12 @@ from sam_server.scheduling.model import (
     WaferMetrics,
     arch_matches,
 )
-from sam_server.scheduling.placement import FitIndex, Placement, choose_placement
+from sam_server.scheduling.placement import (
+    FitIndex,
+    Placement,
+    choose_placement,
+    lookahead_placement,
+)
 from sam_server.scheduling.preemption import Held, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
@@ -66,6 +72,8 @@ MAX_RESERVE_ATTEMPTS = 8
 """Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
 no known end gets none; the next is tried, but not the whole queue)."""
 MAX_RESERVE_SHAPES = 3
+LOOKAHEAD_MAX_SHARE = 3
+"""Look-ahead placement is for jobs of at most 1/LOOKAHEAD_MAX_SHARE of a wafer."""
 MAX_START_SHAPES = 3
 """A flexible job is placed in the best of its first few shapes that fit (each placement scores
 every wafer's free rectangles; the first shapes are the least wasteful)."""
@@ -94,6 +102,7 @@ class _Cycle:
     migrate_tried: bool = False
     reserve_attempts: int = 0
     lowest_running_rank: int = len(CLASS_RANK)
+    pending: list[PolicyJob] = field(default_factory=list)
 
     @property
     def reservation(self) -> Reservation | None:
@@ -301,12 +310,51 @@ def _try_start(cycle: _Cycle, job: PolicyJob) -> bool:
         best = _best_start(cycle, job, cut, views, index) if cut else None
     if best is None:
         return False
+    if config.lookahead > 0 and config.flexible and job.cut_bounds is not None:
+        best = _lookahead_start(cycle, job, shapes, views, best)
     spot, (rows, cols) = best
     shaped = job
     if (rows, cols) != (job.rows, job.cols):
         shaped = replace(job, rows=rows, cols=cols, time_limit_s=job.limit_in(rows, cols))
     _start(cycle, shaped, spot.wafer_index, spot.row, spot.col)
     return True
+
+
+def _lookahead_start(
+    cycle: _Cycle,
+    job: PolicyJob,
+    shapes: Sequence[tuple[int, int]],
+    views: list[FreeSpace | None],
+    best: tuple[Placement, tuple[int, int]],
+) -> tuple[Placement, tuple[int, int]]:
+    """`best`, or (`PolicyConfig.lookahead`) when it lands on a wafer with room for only a few
+    more jobs like this one, the placement that keeps room for the most of them
+    (`placement.lookahead_placement`).
+
+    Not for a job of more than a third of a wafer (packing two halves flush, 23x17 + 23x17 on
+    23x34, leaves no PE for the small jobs 1-D EASY still runs beside them: NASA 6pe x0.5's
+    slowdown rose 1.3x), nor while a smaller job waits (the room kept is then the small jobs'
+    to take, not the next large job's)."""
+    pes, aspect = job.cut_bounds or (job.pes, 1.0)
+    depth = cycle.config.lookahead
+    space = views[best[0].wafer_index]
+    if space is None or space.free_pes >= pes * (depth + 2):
+        return best  # room for more than `depth` + 1 such jobs: any placement keeps it
+    if pes * LOOKAHEAD_MAX_SHARE > space.rows * space.cols or _smaller_waiting(cycle, pes):
+        return best
+
+    def allowed(shape: tuple[int, int]) -> bool:
+        area = shape[0] * shape[1]
+        return area >= job.work_pes and (area <= job.pes or cycle.ledger.allows(job, area))
+
+    found = lookahead_placement(views, shapes, pes, aspect, depth, allowed)
+    return best if found is None else found
+
+
+def _smaller_waiting(cycle: _Cycle, pes: int) -> bool:
+    """Whether a pending job of fewer than `pes` PEs is still waiting in this cycle's walk."""
+    started = {s.job_id for s in cycle.starts}
+    return any((j.work_pes or j.pes) < pes and j.id not in started for j in cycle.pending)
 
 
 def _best_start(
@@ -467,7 +515,10 @@ def _reserve(cycle: _Cycle, job: PolicyJob) -> None:
             if cut is not None and max(cycle.now, cut[0]) < first[0]:
                 shapes = (cut[1],)
     rows, cols = shapes[0]
-    found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement)
+    busy = None
+    if cycle.config.reserve_off_free:  # (every rectangle held now: running and started)
+        busy = [[t.rect for t in ends] for ends in cycle.ends]
+    found = earliest_start(rows, cols, wafers, cycle.now, cycle.config.placement, busy)
     if found is None:
         return
     wafer = cycle.snapshot.wafers[found.wafer_index]
@@ -488,6 +539,7 @@ def _reserve(cycle: _Cycle, job: PolicyJob) -> None:
 def _schedule_pending(cycle: _Cycle, pending: list[PolicyJob]) -> None:
     """The walk of step 3 over pending jobs in queue order."""
     blocked_seen = False
+    cycle.pending = pending
     for job in pending:
         if not cycle.ledger.allows(job):
             continue  # quota-held jobs neither start nor hold back the jobs behind them

@@ -185,9 +185,11 @@ def test_the_replay_runs_a_cycle_when_only_a_cut_shape_fits() -> None:
         TraceJob(2, 0.0, 3600.0, 3600.0, 32, "u"),
         TraceJob(3, 60.0, 600.0, 600.0, 32, "u"),
     ]
-    on = simulate(trace, spec, PolicyConfig())
-    off = simulate(trace, spec, PolicyConfig(cut_to_fit=False))
+    # (plain best fit: the look-ahead would place the first two so that a usual shape fits)
+    on = simulate(trace, spec, PolicyConfig(lookahead=0))
+    off = simulate(trace, spec, PolicyConfig(cut_to_fit=False, lookahead=0))
     assert on.max_wait_s < off.max_wait_s
+    assert simulate(trace, spec, PolicyConfig(cut_to_fit=False)).max_wait_s == 0.0
 
 
 def test_a_reservation_takes_a_cut_shape_when_it_starts_earlier() -> None:

@@ -165,6 +165,18 @@ def test_a_decision_is_the_same_for_the_same_snapshot(case) -> None:
     assert plan(snap, 100.0) == plan(snap, 100.0)
 
 
+LOOKING_AHEAD = PolicyConfig(lookahead=3, reserve_off_free=True, reserve_after_s=0.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenario())
+def test_look_ahead_placements_never_overlap_and_keep_quotas_and_shape_bounds(case) -> None:
+    wafers, jobs, quotas, offline = case
+    _run_cycles(wafers, jobs, quotas, offline, 6, LOOKING_AHEAD, _check_regions_and_quotas)
+    snap = snapshot(wafers, jobs, quotas=quotas, offline=offline)
+    assert plan(snap, 100.0, LOOKING_AHEAD) == plan(snap, 100.0, LOOKING_AHEAD)
+
+
 @settings(max_examples=20, deadline=None)
 @given(scenario())
 def test_preemption_never_cycles_and_respects_the_protections(case) -> None:

@@ -1,0 +1,69 @@
+"""Look-ahead placement (`PolicyConfig.lookahead`) and reservations kept off the free space
+(`PolicyConfig.reserve_off_free`)."""
+
+from __future__ import annotations
+
+from sam_server.replay.sim import ClusterSpec, simulate
+from sam_server.replay.swf import TraceJob
+from sam_server.scheduling import PolicyConfig, plan
+from sam_server.scheduling.geometry import FreeSpace
+from sam_server.scheduling.placement import copies_after, lookahead_placement
+from sam_server.scheduling.shapes import flexible_shapes
+
+from .factories import job, running, snapshot
+
+QUARTER = 192  # 32 processors at 6 PEs each: a quarter of 128 processors
+
+
+def _longest_wait(config: PolicyConfig) -> float:
+    """Four quarter jobs arriving a second apart on one 23x34 wafer, each running an hour:
+    the longest wait among them."""
+    trace = [TraceJob(i, float(i), 3600.0, 3600.0, 32, "u") for i in range(1, 5)]
+    return simulate(trace, ClusterSpec(1, 23, 34, 6), config).max_wait_s
+
+
+def test_four_quarter_jobs_arriving_one_by_one_all_start_on_one_wafer() -> None:
+    # 23x34 holds four 192-PE jobs only as a pinwheel (12x16, 11x18, 12x16, 11x18); plain best
+    # fit puts the first three elsewhere and the fourth waits the hour out
+    assert _longest_wait(PolicyConfig(lookahead=3)) == 0.0
+    assert _longest_wait(PolicyConfig(lookahead=0)) >= 3000.0
+
+
+def test_the_look_ahead_counts_the_pinwheel() -> None:
+    shapes = flexible_shapes(QUARTER, 23, 34)
+    empty = FreeSpace.of(23, 34, [])
+    assert copies_after(empty.mers, empty.free_pes, shapes, QUARTER, 4.0, 4) == 4
+    # a quarter in the middle of the long side leaves room for fewer than three more
+    middle = FreeSpace.of(23, 34, [(0, 9, 12, 16)])
+    assert copies_after(middle.mers, middle.free_pes, shapes, QUARTER, 4.0, 3) < 3
+    # after one quarter at a corner, the second goes flush beside it (11x18 or 12x16 rotated
+    # into the pinwheel), so that two more still fit
+    one = FreeSpace.of(23, 34, [(0, 0, 12, 16)])
+    found = lookahead_placement([one], shapes, QUARTER, 4.0, 3)
+    assert found is not None
+    spot, (rows, cols) = found
+    one.occupy((spot.row, spot.col, rows, cols))
+    assert copies_after(one.mers, one.free_pes, shapes, QUARTER, 4.0, 3) == 2
+
+
+def test_a_wafer_with_room_for_many_more_is_not_searched() -> None:
+    shapes = flexible_shapes(24, 23, 34)  # 4 processors: 32 of them fit
+    assert lookahead_placement([FreeSpace.of(23, 34, [])], shapes, 24, 4.0, 3) is None
+
+
+def test_a_long_small_job_backfills_beside_a_reservation_kept_off_the_free_space() -> None:
+    # 8x8: the right half held until 100, the left half free. A 8x6 job that waited gets a
+    # reservation at 100; a small 8x2 job that runs past 100 can start now only if the
+    # reservation leaves it a free strip: placed over the held half (cols 2-7), it does.
+    wafer = [("w0", 8, 8)]
+    held, alloc = running(9, 0, 4, 8, 4, limit=100.0)
+    big = job(1, 8, 6, limit=500.0, submitted=0.0)
+    small = job(2, 8, 2, limit=1000.0, submitted=5.0)
+    snap = snapshot(wafer, [held, big, small], {"w0": [alloc]})
+    on = plan(snap, 10.0, PolicyConfig(reserve_after_s=0.0, reserve_off_free=True))
+    assert on.reservation is not None and on.reservation.job_id == 1
+    assert (on.reservation.col, on.reservation.start_time) == (2, 100.0)
+    assert [(s.job_id, s.col) for s in on.starts] == [(2, 0)]
+    off = plan(snap, 10.0, PolicyConfig(reserve_after_s=0.0))
+    assert off.reservation is not None and off.reservation.col == 0
+    assert off.starts == []
