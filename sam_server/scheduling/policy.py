@@ -103,6 +103,8 @@ class _Cycle:
     reserve_attempts: int = 0
     lowest_running_rank: int = len(CLASS_RANK)
     pending: list[PolicyJob] = field(default_factory=list)
+    by_size: list[tuple[int, int]] | None = None
+    """(PEs, index into `pending`), smallest first: built when look-ahead first asks."""
 
     @property
     def reservation(self) -> Reservation | None:
@@ -352,9 +354,19 @@ def _lookahead_start(
 
 
 def _smaller_waiting(cycle: _Cycle, pes: int) -> bool:
-    """Whether a pending job of fewer than `pes` PEs is still waiting in this cycle's walk."""
+    """Whether a pending job of fewer than `pes` PEs is still waiting in this cycle's walk.
+
+    The walk's jobs are sorted by size once per cycle (on the first call); a call skips the
+    smallest ones that started this cycle, so it costs O(starts), not O(queue)."""
+    if cycle.by_size is None:
+        cycle.by_size = sorted((j.work_pes or j.pes, i) for i, j in enumerate(cycle.pending))
     started = {s.job_id for s in cycle.starts}
-    return any((j.work_pes or j.pes) < pes and j.id not in started for j in cycle.pending)
+    for size, i in cycle.by_size:
+        if size >= pes:
+            return False
+        if cycle.pending[i].id not in started:
+            return True
+    return False
 
 
 def _best_start(
