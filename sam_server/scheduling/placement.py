@@ -57,13 +57,12 @@ def largest_after(
     return largest
 
 
-def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...], int, int] | None:
-    """Best (score, row, col) for a rows x cols job on one wafer, or None if it does not fit.
-
-    The candidates are the four corners of every MER that holds the job, each scored by the
-    shrink of the largest free rectangle, then the area of the MER (the hole), then row and
-    column: the least such triple wins (a corner of several MERs is best with its tightest).
-    """
+def corner_spots(
+    space: FreeSpace, rows: int, cols: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(row, col, hole, shrink) arrays over the four corners of every MER that holds a
+    rows x cols job: its position, the area of the MER (the hole) and how much the largest
+    free rectangle shrinks if it goes there; None if it does not fit."""
     if not space.fits(rows, cols):
         return None
     found = space.arrays()
@@ -75,6 +74,20 @@ def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...]
     area = found.areas[ok]
     hole = np.concatenate((area, area, area, area))
     shrink = found.largest - largest_after(found, pos_row, pos_col, rows, cols)
+    return pos_row, pos_col, hole, shrink
+
+
+def best_fit_on(space: FreeSpace, rows: int, cols: int) -> tuple[tuple[int, ...], int, int] | None:
+    """Best (score, row, col) for a rows x cols job on one wafer, or None if it does not fit.
+
+    The candidates are the four corners of every MER that holds the job, each scored by the
+    shrink of the largest free rectangle, then the area of the MER (the hole), then row and
+    column: the least such triple wins (a corner of several MERs is best with its tightest).
+    """
+    corners = corner_spots(space, rows, cols)
+    if corners is None:
+        return None
+    pos_row, pos_col, hole, shrink = corners
     place = pos_row * (space.cols + 1) + pos_col  # row, then column
     best = _least(shrink, hole, place, (space.rows + 1) * (space.cols + 1))
     return (int(shrink[best]), int(hole[best])), int(pos_row[best]), int(pos_col[best])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sam_server.scheduling.geometry import FreeSpace, Mer, Rect, fits_in, occupy, pareto_front
-from sam_server.scheduling.placement import best_fit_on, first_fit_on, largest_after
+from sam_server.scheduling.placement import best_fit_on, corner_spots, first_fit_on
 from sam_server.scheduling.shapes import Shape, free_space_shapes
 
 
@@ -160,17 +160,10 @@ def _off_free_spot(
     starts): the corner of a free rectangle that covers the most of `busy` (the rectangles
     occupied now, disjoint), i.e. takes the least of the space free now; then best fit's
     (shrink, hole), row, col. None if it does not fit."""
-    if not space.fits(rows, cols):
+    corners = corner_spots(space, rows, cols)
+    if corners is None:
         return None
-    found = space.arrays()
-    ok = (found.heights >= rows) & (found.widths >= cols)
-    m = found.mers[ok]
-    top, left, bottom, right = m[:, 0], m[:, 1], m[:, 2] - rows, m[:, 3] - cols
-    pos_row = np.concatenate((top, top, bottom, bottom))
-    pos_col = np.concatenate((left, right, left, right))
-    area = found.areas[ok]
-    hole = np.concatenate((area, area, area, area))
-    shrink = found.largest - largest_after(found, pos_row, pos_col, rows, cols)
+    pos_row, pos_col, hole, shrink = corners
     covered = np.zeros(len(pos_row), dtype=np.int64)
     if busy:
         b = np.array(busy, dtype=np.int64).reshape(-1, 4)
