@@ -134,6 +134,8 @@ class Job(Base):
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_count: Mapped[int] = mapped_column(Integer, default=0)
     last_preempted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The job it was last preempted for: that job goes first once the region is back.
+    preempted_for: Mapped[str | None] = mapped_column(String(24))
     lease_owner: Mapped[str | None] = mapped_column(String(128))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     version: Mapped[int] = mapped_column(Integer, default=0)

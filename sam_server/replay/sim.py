@@ -20,6 +20,7 @@ from sam_server.scheduling.geometry import FreeSpace, Rect
 from sam_server.scheduling.model import (
     CLASS_RANK,
     Allocation,
+    JobId,
     PolicyConfig,
     PolicyJob,
     PolicyQuota,
@@ -151,8 +152,10 @@ def _migrate(state: _State, job_id: int, to: tuple[str, int, int, int, int], now
     heapq.heappush(state.completions, (end, job_id))
 
 
-def _stop(state: _State, job_id: int, now: float) -> None:
-    """Preempt a running job: it checkpoints and goes back to pending in its asked shape."""
+def _stop(state: _State, job_id: int, now: float, for_job: JobId) -> None:
+    """Preempt a running job for `for_job`: it checkpoints and goes back to pending in its
+    asked shape, naming the job it was stopped for (`PolicyJob.stopped_for`), as the live
+    system's `Job.preempted_for` does."""
     run = state.running.pop(job_id)
     stretch = run.job.limit_in(run.job.rows, run.job.cols) / run.job.time_limit_s
     # from its checkpoint, plus the checkpoint and restart
@@ -164,6 +167,7 @@ def _stop(state: _State, job_id: int, now: float) -> None:
         started_at=None,
         preempt_count=run.job.preempt_count + 1,
         last_preempted_at=now,
+        stopped_for=for_job,
     )  # eligible since it first was, as the live system keeps it (its seniority stays)
     state.preemptions += 1
 
@@ -180,7 +184,7 @@ def _apply(state: _State, now: float) -> None:
             if pre.to is not None:
                 _migrate(state, int(pre.job_id), pre.to, now)
             else:
-                _stop(state, int(pre.job_id), now)
+                _stop(state, int(pre.job_id), now, pre.for_job_id)
         decided = plan(_snapshot(state), now, explain=False)
     for s in decided.starts:
         job_id = int(s.job_id)

@@ -93,6 +93,9 @@ class PolicyJob:
     started_at: float | None = None
     preempt_count: int = 0
     last_preempted_at: float | None = None
+    stopped_for: JobId | None = None
+    """The job this one was last preempted (suspended) for: it goes first in the walk right
+    after the stop, so it gets the region it freed."""
     preemptible: bool = True
     arch: str | None = None
     shapes: tuple[tuple[int, int], ...] = ()

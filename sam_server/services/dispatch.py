@@ -87,6 +87,7 @@ def preempt_job(session: Session, job: Job, *, for_job_id: object, why: str) -> 
     """Ask a running job's worker to checkpoint and give its region back (the worker sees the
     flag; the job returns to pending when the run ends as preempted)."""
     job.preempt_requested = True
+    job.preempted_for = str(for_job_id)
     session.add(
         JobLog(
             job_id=job.id,

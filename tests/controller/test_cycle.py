@@ -416,6 +416,7 @@ def test_selective_suspension_stops_a_long_job_of_the_same_class_in_the_live_cyc
     assert stopped.state == "pending" and stopped.reason == "Preempted"
     assert stopped.preempt_count == 1 and stopped.last_preempted_at is not None
     assert stopped.wafer_id is None and not stopped.preempt_requested
+    assert stopped.preempted_for == short_job  # S, named, goes first for the region it freed
     stats = run_cycle(settings)
     started = _job(settings, short_job)
     assert stats.starts == 1 and started.state == "running" and started.wafer_id == "w0"

@@ -90,21 +90,35 @@ def _freed_wafer(factor: float, stopped: bool = True):
     old = job(2, 4, 4, submitted=0.0, limit=5_000.0, user="a", tenant="a")
     behind = job(3, 2, 2, submitted=500.0, limit=10.0, user="b", tenant="b")
     back = replace(
-        job(1, 4, 4, submitted=0.0, limit=10_000.0), preempt_count=1, last_preempted_at=1_400.0
+        job(1, 4, 4, submitted=0.0, limit=10_000.0),
+        preempt_count=1,
+        last_preempted_at=1_400.0,
+        stopped_for=3,
     )
     config = PolicyConfig(suspend_factor=factor)
     jobs = [old, behind, back] if stopped else [old, behind]
     return snapshot([("w0", 4, 4)], jobs, {"w0": []}, config=config)
 
 
-def test_after_a_suspension_the_job_furthest_behind_takes_the_space_before_the_oldest() -> None:
-    # suspension off: the oldest goes first and takes the whole wafer; the short job waits on
-    off = plan(_freed_wafer(0.0), 1_500.0)
-    assert [s.job_id for s in off.starts] == [2]
-    # on: the job 100x behind (which suspended job 1 for this space) starts first, so the
-    # space it freed is not taken by the next in line, whom it would then suspend too
+def test_after_a_stop_the_job_it_was_for_takes_the_space_before_the_oldest() -> None:
+    # job 3, which suspended job 1 for this space, starts first, so the space it freed is not
+    # taken by the next in line (whom it would then suspend too)
     on = plan(_freed_wafer(10.0), 1_500.0)
     assert [s.job_id for s in on.starts] == [3]
-    # with no suspension just made, the oldest keeps its place at the head of the walk
+    # a stop that names no waiting job: the job furthest behind (3 again) goes first; with
+    # suspension off, the oldest keeps its place at the head of the walk
+    for factor, first in ((10.0, 3), (0.0, 2)):
+        snap = _freed_wafer(factor)
+        unnamed = replace(snap, jobs=tuple(replace(j, stopped_for=None) for j in snap.jobs))
+        assert [s.job_id for s in plan(unnamed, 1_500.0).starts] == [first]
+    # nor does anything move without a stop
     calm = plan(_freed_wafer(10.0, stopped=False), 1_500.0)
     assert [s.job_id for s in calm.starts] == [2]
+
+
+def test_the_job_a_stop_was_for_goes_first_even_if_another_is_further_behind() -> None:
+    snap = _freed_wafer(10.0)
+    # job 4: the whole wafer for 10 s, waited 1,500 s (slowdown 151, further behind than 3)
+    further = job(4, 4, 4, submitted=0.0, limit=10.0, user="c", tenant="c")
+    on = plan(replace(snap, jobs=(*snap.jobs, further)), 1_500.0)
+    assert [s.job_id for s in on.starts] == [3]
