@@ -347,7 +347,7 @@ def _lookahead_start(
 
     def allowed(shape: tuple[int, int]) -> bool:
         area = shape[0] * shape[1]
-        return area >= job.work_pes and (area <= job.pes or cycle.ledger.allows(job, area))
+        return area >= job.work_pes and _within_quota(cycle, job, area)
 
     found = lookahead_placement(views, shapes, pes, aspect, depth, allowed)
     return best if found is None else found
@@ -369,6 +369,12 @@ def _smaller_waiting(cycle: _Cycle, pes: int) -> bool:
     return False
 
 
+def _within_quota(cycle: _Cycle, job: PolicyJob, area: int) -> bool:
+    """Whether `job` may hold `area` PEs: a shape larger than it asked for must not take its
+    tenant over max_pes."""
+    return area <= job.pes or cycle.ledger.allows(job, area)
+
+
 def _best_start(
     cycle: _Cycle,
     job: PolicyJob,
@@ -386,8 +392,8 @@ def _best_start(
             break  # a moldable job's shrunk shapes (last) only when no full shape fits
         if not index.fits(rows, cols):
             continue
-        if rows * cols > job.pes and not cycle.ledger.allows(job, rows * cols):
-            continue  # a larger shape would take the tenant over max_pes
+        if not _within_quota(cycle, job, rows * cols):
+            continue
         tried += 1
         beat = best[0][0][:2] if best is not None else None
         spot = choose_placement(views, rows, cols, cycle.config.placement, beat)
