@@ -636,7 +636,7 @@ def _first_after_stop(pending: list[PolicyJob], cycle: _Cycle) -> list[PolicyJob
     furthest behind alone (not told which job asked) 18 / 1.48; the named jobs alone 18 / 2.23
     (the replay is chaotic: one different start moves a case's tail); the furthest behind
     first in every cycle 14 / 1.47 (lublin's max wait and utilization lost)."""
-    stopped = [j for j in pending if _just_stopped(j, cycle)]
+    stopped = [j for j in pending if j.last_preempted_at is not None and _just_stopped(j, cycle)]
     if not stopped:
         return []
     wanted = {j.stopped_for for j in stopped if j.stopped_for is not None}
