@@ -15,7 +15,10 @@ by any policy (it is at least 1): "bsld_goal_reachable" is false there, and the 
 counts "sam_beats_easy_all_reachable_goals" (every figure, the slowdown goal only where it is
 reachable) and "bsld_goal_unreachable". `--workers N` replays N cases at once (same output, in
 order); `--set FIELD=JSON` replays sam with a PolicyConfig field changed (e.g. `--set
-suspend_factor=10`; easy and oned-easy are never changed). Fairness: Jain's index over users' mean bounded slowdown, bounded by
+suspend_factor=10`; easy and oned-easy are never changed); `--anchors FILE` takes easy's and
+oned-easy's figures from an earlier `--matrix` output of the same cases (neither reads a
+PolicyConfig change) and replays only sam, a third of the time, for sweeping sam's settings.
+Fairness: Jain's index over users' mean bounded slowdown, bounded by
 easy's minus JAIN_SLACK ("jain_within_bound" per case and counted in the summary).
 """
 
@@ -100,16 +103,39 @@ def _verdict(easy: dict[str, Any], sam: dict[str, Any], oned: dict[str, Any]) ->
     }
 
 
-def _case(
-    job: tuple[dict[str, Any], list[TraceJob], ClusterSpec, dict[str, Any]],
-) -> dict[str, Any]:
-    """One case of the matrix: the three policies and the verdict."""
+ANCHORS = ("easy", "oned-easy")
+"""The policies a `--set` never changes, whose figures `--anchors` may reuse."""
+CASE_KEYS = ("trace", "slice", "interarrival", "mapping")
+
+_Todo = tuple[dict[str, Any], list[TraceJob], ClusterSpec, dict[str, Any]]
+
+
+def _case(job: _Todo) -> dict[str, Any]:
+    """One case of the matrix: the three policies (the anchors' figures when the case already
+    holds them) and the verdict."""
     case, jobs, spec, changes = job
     case = dict(case)
-    for policy in ("easy", "sam", "oned-easy"):
-        case[policy] = _run(jobs, spec, policy, changes)
+    for policy in ("easy", "sam", "oned-easy"):  # (in this order in the output either way)
+        figures = case.pop(policy, None)
+        case[policy] = figures if figures is not None else _run(jobs, spec, policy, changes)
     case.update(_verdict(case["easy"], case["sam"], case["oned-easy"]))
     return case
+
+
+def _case_key(case: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(case[k] for k in CASE_KEYS)
+
+
+def read_anchors(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """easy's and oned-easy's figures per case from an earlier `--matrix` output."""
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        row = json.loads(line) if line.strip() else {}
+        if all(k in row for k in (*CASE_KEYS, *ANCHORS)):
+            found[_case_key(row)] = {p: row[p] for p in ANCHORS}
+        elif "cases" not in row and row:
+            raise SystemExit(f"--anchors {path}: line {n} is neither a matrix case nor a summary")
+    return found
 
 
 def matrix(
@@ -118,9 +144,11 @@ def matrix(
     workers: int = 1,
     changes: dict[str, Any] | None = None,
     traces: Path = TRACES,
+    anchors: dict[tuple[Any, ...], dict[str, Any]] | None = None,
 ) -> None:
-    """Every case of the matrix, one JSON line each, then the summary line."""
-    todo: list[tuple[dict[str, Any], list[TraceJob], ClusterSpec, dict[str, Any]]] = []
+    """Every case of the matrix, one JSON line each, then the summary line. With `anchors`
+    (`read_anchors`), easy and oned-easy are not replayed: every case must be there."""
+    todo: list[_Todo] = []
     for name, procs in MATRIX_TRACES.items():
         path = next(traces.glob(f"{name}.swf*"))
         trace = read_swf(path, slice_jobs * slices)
@@ -135,6 +163,13 @@ def matrix(
                         "interarrival": factor,
                         "mapping": mapping,
                     }
+                    if anchors is not None:
+                        if _case_key(case) not in anchors:
+                            raise SystemExit(
+                                f"--anchors: no figures for {_case_key(case)}; run the same "
+                                "--matrix (--slices, --slice-jobs) without --anchors first"
+                            )
+                        case.update(anchors[_case_key(case)])
                     todo.append((case, jobs, spec, changes or {}))
     cases: list[dict[str, Any]] = []
     with ProcessPoolExecutor(workers) if workers > 1 else _Serial() as pool:
@@ -233,9 +268,19 @@ def main() -> None:
         help="replay sam with this PolicyConfig field changed (repeatable)",
     )
     parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the matrix's traces")
+    parser.add_argument(
+        "--anchors",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="--matrix: easy's and oned-easy's figures from this earlier --matrix output "
+        "(same cases); only sam is replayed",
+    )
     args = parser.parse_args()
     if args.matrix:
-        matrix(args.slice_jobs, args.slices, args.workers, _changes(args.set), args.traces)
+        anchors = read_anchors(args.anchors) if args.anchors else None
+        changes = _changes(args.set)
+        matrix(args.slice_jobs, args.slices, args.workers, changes, args.traces, anchors)
     else:
         single(args)
 

@@ -1,12 +1,15 @@
 """benchmarks/policy_sim.py's verdict: the slowdown goal no policy can reach is said so, and the
-count over every figure keeps its definition."""
+count over every figure keeps its definition; `--anchors` replays sam alone with the same result."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "policy_sim.py"
 
@@ -55,3 +58,59 @@ def test_a_reachable_goal_counts_in_both_and_the_summary_adds_them() -> None:
     assert summary["cases"] == 3 and summary["sam_beats_easy_all_figures"] == 1
     assert summary["sam_beats_easy_all_reachable_goals"] == 2
     assert summary["bsld_goal_unreachable"] == 1
+
+
+def _write_traces(folder: Path) -> None:
+    """Both matrix traces, eight jobs each (SWF: id submit wait run procs ... req_time ... user)."""
+    for name, procs in (("lublin_256", 256), ("NASA-iPSC-1993-3.1-cln", 128)):
+        lines = []
+        for i in range(8):
+            asked = (procs, procs // 2, 8, 1)[i % 4]
+            run, limit = 600 + 300 * i, 1200 + 300 * i
+            f = [i + 1, 50 * i, -1, run, asked, -1, -1, asked, limit, -1, 1, 1 + i % 3]
+            lines.append(" ".join(str(x) for x in f + [1, -1, 0, -1, -1, -1]))
+        (folder / f"{name}.swf").write_text("\n".join(lines) + "\n")
+
+
+def _cases(out: str) -> list[dict[str, Any]]:
+    """The output's lines without the replays' timings."""
+
+    def no_seconds(row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: no_seconds(v) if isinstance(v, dict) else v for k, v in row.items() if k != "seconds"
+        }
+
+    return [no_seconds(json.loads(line)) for line in out.splitlines()]
+
+
+def test_anchors_reuse_easy_and_oned_and_give_the_same_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ps = _policy_sim()
+    _write_traces(tmp_path)
+    ps.matrix(8, 1, traces=tmp_path)
+    full = capsys.readouterr().out
+    (tmp_path / "full.jsonl").write_text(full)
+    replayed: list[str] = []
+    run = ps._run
+
+    def counted(*args: Any) -> dict[str, Any]:
+        replayed.append(args[2])
+        result: dict[str, Any] = run(*args)
+        return result
+
+    monkeypatch.setattr(ps, "_run", counted)
+    ps.matrix(8, 1, traces=tmp_path, anchors=ps.read_anchors(tmp_path / "full.jsonl"))
+    again = capsys.readouterr().out
+    assert set(replayed) == {"sam"} and len(replayed) == 12  # 2 traces x 3 factors x 2 mappings
+    assert _cases(again) == _cases(full)  # same cases, same figures, same summary
+
+
+def test_anchors_that_miss_a_case_stop_with_what_to_run(tmp_path: Path) -> None:
+    ps = _policy_sim()
+    _write_traces(tmp_path)
+    with pytest.raises(SystemExit, match="run the same --matrix"):
+        ps.matrix(8, 1, traces=tmp_path, anchors={})
+    (tmp_path / "bad.jsonl").write_text('{"trace": "x"}\n')
+    with pytest.raises(SystemExit, match="neither a matrix case nor a summary"):
+        ps.read_anchors(tmp_path / "bad.jsonl")
