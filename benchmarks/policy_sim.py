@@ -164,12 +164,13 @@ def matrix(
                         "mapping": mapping,
                     }
                     if anchors is not None:
-                        if _case_key(case) not in anchors:
+                        key = _case_key(case)
+                        if key not in anchors:
                             raise SystemExit(
-                                f"--anchors: no figures for {_case_key(case)}; run the same "
+                                f"--anchors: no figures for {key}; run the same "
                                 "--matrix (--slices, --slice-jobs) without --anchors first"
                             )
-                        case.update(anchors[_case_key(case)])
+                        case.update(anchors[key])
                     todo.append((case, jobs, spec, changes or {}))
     cases: list[dict[str, Any]] = []
     with ProcessPoolExecutor(workers) if workers > 1 else _Serial() as pool:
