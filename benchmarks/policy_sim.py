@@ -4,6 +4,7 @@ Usage: python benchmarks/policy_sim.py [TRACE] [--wafers N] [--wafer-rows R] [--
                                        [--pes-per-proc K] [--limit N] [--interarrival F]
        python benchmarks/policy_sim.py --matrix [--slice-jobs N] [--workers N]
                                        [--set FIELD=JSON ...] [--traces DIR]
+                                       [--slices N] [--anchors FILE] [--only FIELD=VALUE ...]
 Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. One trace: one line
 per policy, then one JSON line {"trace", "cluster", "fcfs": {...}, ...}. --matrix: every case
 (both shared traces x inter-arrival 1.0/0.7/0.5 x two slices x two PE mappings), one JSON line
@@ -15,7 +16,9 @@ by any policy (it is at least 1): "bsld_goal_reachable" is false there, and the 
 counts "sam_beats_easy_all_reachable_goals" (every figure, the slowdown goal only where it is
 reachable) and "bsld_goal_unreachable". `--workers N` replays N cases at once (same output, in
 order); `--set FIELD=JSON` replays sam with a PolicyConfig field changed (e.g. `--set
-suspend_factor=10`; easy and oned-easy are never changed); `--anchors FILE` takes easy's and
+suspend_factor=10`, or a priority weight: `--set weights.size=250`; easy and oned-easy are
+never changed); `--only FIELD=VALUE` keeps the cases of that trace, slice, interarrival or
+mapping (e.g. `--only mapping=1pe-16x16`); `--anchors FILE` takes easy's and
 oned-easy's figures from an earlier `--matrix` output of the same cases (neither reads a
 PolicyConfig change) and replays only sam, a third of the time, for sweeping sam's settings.
 Fairness: Jain's index over users' mean bounded slowdown, bounded by
@@ -36,7 +39,7 @@ from typing import Any
 from sam_server.replay.cli import _auto_pes_per_proc, replay
 from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceJob, read_swf, scale_interarrival
-from sam_server.scheduling.model import PolicyConfig
+from sam_server.scheduling.model import PolicyConfig, PriorityWeights
 from wse_sim.arch import WSE2
 
 KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "max_wait_s", "fairness_jain")
@@ -145,9 +148,11 @@ def matrix(
     changes: dict[str, Any] | None = None,
     traces: Path = TRACES,
     anchors: dict[tuple[Any, ...], dict[str, Any]] | None = None,
+    only: dict[str, set[str]] | None = None,
 ) -> None:
-    """Every case of the matrix, one JSON line each, then the summary line. With `anchors`
-    (`read_anchors`), easy and oned-easy are not replayed: every case must be there."""
+    """Every case of the matrix (or those `only` keeps, see `_only`), one JSON line each, then
+    the summary line. With `anchors` (`read_anchors`), easy and oned-easy are not replayed:
+    every case must be there."""
     todo: list[_Todo] = []
     for name, procs in MATRIX_TRACES.items():
         path = next(traces.glob(f"{name}.swf*"))
@@ -163,6 +168,8 @@ def matrix(
                         "interarrival": factor,
                         "mapping": mapping,
                     }
+                    if only and any(str(case[k]) not in v for k, v in only.items()):
+                        continue
                     if anchors is not None:
                         key = _case_key(case)
                         if key not in anchors:
@@ -231,15 +238,46 @@ def single(args: argparse.Namespace) -> None:
 
 
 def _changes(pairs: list[str]) -> dict[str, Any]:
-    """`--set FIELD=JSON` pairs as PolicyConfig changes; an unknown field is an error."""
+    """`--set FIELD=JSON` pairs as PolicyConfig changes; an unknown field is an error. The
+    priority weights are set one at a time (`weights.size=250`) or as an object
+    (`weights={"size": 250}`); the weights not named keep their defaults."""
     known = set(PolicyConfig.__dataclass_fields__)
+    weights = set(PriorityWeights.__dataclass_fields__)
     changes: dict[str, Any] = {}
+    named: dict[str, Any] = {}
     for pair in pairs:
         field, sep, value = pair.partition("=")
-        if not sep or field not in known:
-            raise SystemExit(f"--set {pair!r}: use FIELD=JSON with a PolicyConfig field")
-        changes[field] = json.loads(value)
+        head, dot, weight = field.partition(".")
+        if sep and dot and head == "weights" and weight in weights:
+            named[weight] = json.loads(value)
+        elif sep and field == "weights" and isinstance(obj := json.loads(value), dict):
+            if not set(obj) <= weights:
+                raise SystemExit(f"--set {pair!r}: the weights are {', '.join(sorted(weights))}")
+            named.update(obj)
+        elif not sep or field not in known or dot:
+            raise SystemExit(
+                f"--set {pair!r}: use FIELD=JSON with a PolicyConfig field, or weights.NAME=N "
+                f"with NAME one of {', '.join(sorted(weights))}"
+            )
+        else:
+            changes[field] = json.loads(value)
+    if named:
+        changes["weights"] = PriorityWeights(**named)
     return changes
+
+
+def _only(pairs: list[str]) -> dict[str, set[str]]:
+    """`--only FIELD=VALUE` pairs (FIELD one of CASE_KEYS) as {field: values}: a case is kept
+    when each field named has one of its values (e.g. `--only mapping=1pe-16x16`)."""
+    only: dict[str, set[str]] = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        if not sep or field not in CASE_KEYS:
+            raise SystemExit(
+                f"--only {pair!r}: use FIELD=VALUE, FIELD one of {', '.join(CASE_KEYS)}"
+            )
+        only.setdefault(field, set()).add(value)
+    return only
 
 
 def main() -> None:
@@ -268,6 +306,14 @@ def main() -> None:
         metavar="FIELD=JSON",
         help="replay sam with this PolicyConfig field changed (repeatable)",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="--matrix: only the cases with this trace, slice, interarrival or mapping "
+        "(repeatable: values of one field are alternatives, fields must all match)",
+    )
     parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the matrix's traces")
     parser.add_argument(
         "--anchors",
@@ -280,8 +326,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.matrix:
         anchors = read_anchors(args.anchors) if args.anchors else None
-        changes = _changes(args.set)
-        matrix(args.slice_jobs, args.slices, args.workers, changes, args.traces, anchors)
+        changes, only = _changes(args.set), _only(args.only)
+        matrix(args.slice_jobs, args.slices, args.workers, changes, args.traces, anchors, only)
     else:
         single(args)
 

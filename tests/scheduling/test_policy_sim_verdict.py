@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from sam_server.scheduling.model import PolicyConfig, PriorityWeights
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "policy_sim.py"
 
@@ -114,3 +117,33 @@ def test_anchors_that_miss_a_case_stop_with_what_to_run(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text('{"trace": "x"}\n')
     with pytest.raises(SystemExit, match="neither a matrix case nor a summary"):
         ps.read_anchors(tmp_path / "bad.jsonl")
+
+
+def test_set_changes_a_priority_weight_and_keeps_the_others() -> None:
+    ps = _policy_sim()
+    one = replace(PolicyConfig(), **ps._changes(["weights.size=250", "reservations=1"]))
+    assert one.weights == replace(PriorityWeights(), size=250.0) and one.reservations == 1
+    both = replace(PolicyConfig(), **ps._changes(['weights={"age": 2000, "size": 100}']))
+    assert (both.weights.age, both.weights.size) == (2000, 100)
+    assert both.weights.fair_share == PriorityWeights().fair_share
+    for bad in ("weights.height=1", 'weights={"height": 1}', "no_such_field=1", "suspend_factor"):
+        with pytest.raises(SystemExit, match="--set"):
+            ps._changes([bad])
+
+
+def test_only_keeps_the_cases_asked_for_and_the_summary_counts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ps = _policy_sim()
+    _write_traces(tmp_path)
+    only = ps._only(["trace=lublin_256", "interarrival=1.0", "interarrival=0.5"])
+    ps.matrix(8, 1, traces=tmp_path, only=only)
+    rows = _cases(capsys.readouterr().out)
+    cases, summary = rows[:-1], rows[-1]
+    assert {(c["trace"], c["interarrival"]) for c in cases} == {
+        ("lublin_256", 1.0),
+        ("lublin_256", 0.5),
+    }
+    assert len(cases) == 4 and summary["cases"] == 4  # two factors x two mappings
+    with pytest.raises(SystemExit, match="--only"):
+        ps._only(["wafer=16x16"])
