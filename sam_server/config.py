@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     suspend_max: int | None = Field(default=None, ge=0)  # 0 = only max_preemptions_per_job
     suspend_wait_share: float | None = Field(default=None, ge=0)  # 0 = off
     requeue_stopped: bool | None = None
+    # Drain stop (PolicyConfig's drain_stop_*): a big job waiting for a wafer to drain stops the
+    # few jobs left in its way. Unset (None) = the policy's default.
+    drain_stop_share: float | None = Field(default=None, ge=0, le=1)  # 0 = off
+    drain_stop_min_job: float | None = Field(default=None, ge=0, le=1)
+    drain_stop_min_left_s: float | None = Field(default=None, ge=0)
     # Scale (issue 11): log following, stored history, checkpoints.
     follow_poll_s: float = Field(default=0.5, gt=0)  # one database poll per tick, all followers
     follow_heartbeat_s: float = Field(default=15.0, gt=0)  # an SSE comment on a quiet stream

@@ -49,7 +49,15 @@ class CycleStats:
     wafers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
 
-SUSPENSION_SETTINGS = ("suspend_factor", "suspend_max", "suspend_wait_share", "requeue_stopped")
+SUSPENSION_SETTINGS = (
+    "suspend_factor",
+    "suspend_max",
+    "suspend_wait_share",
+    "requeue_stopped",
+    "drain_stop_share",
+    "drain_stop_min_job",
+    "drain_stop_min_left_s",
+)
 """Settings named as PolicyConfig's fields; one left unset (None) keeps the policy's default."""
 
 

@@ -217,7 +217,7 @@ def _could_start(state: _State) -> bool:
 
     Nothing ended since the last cycle, so free space only shrank: a cycle can only act if some
     pending job fits the free space now, or outranks a running job by class (preemption), or
-    (with `suspend_factor`) might suspend one.
+    (with `suspend_factor` or `drain_stop_share`) might stop one of its class.
     """
     allocs: list[list[Rect]] = [[] for _ in range(state.spec.wafers)]
     for run in state.running.values():
@@ -233,8 +233,8 @@ def _could_start(state: _State) -> bool:
             return True
     if not state.config.preemption or not state.running:
         return False
-    if state.config.suspend_factor > 0:
-        return True  # a waiting job's slowdown grows with time: it may now suspend one
+    if state.config.suspend_factor > 0 or state.config.drain_stop_share > 0:
+        return True  # a waiting job's slowdown grows, a running one's run: it may stop one now
     lowest = min(CLASS_RANK[r.job.priority_class] for r in state.running.values())
     return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
 

@@ -99,6 +99,7 @@ class _Cycle:
     layers: list[Layer] = field(default_factory=list)
     fit_now: FitIndex | None = None
     preempt_tried: bool = False
+    drain_tried: bool = False
     migrate_tried: bool = False
     reserve_attempts: int = 0
     lowest_running_rank: int = len(CLASS_RANK)
@@ -433,6 +434,53 @@ def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
     return True
 
 
+def _may_drain(cycle: _Cycle, job: PolicyJob) -> bool:
+    """Whether `job` gets this cycle's one drain stop attempt (`drain_stop_share`): only the
+    first blocked job is asked, and only if it needs `drain_stop_min_job` of a wafer and has
+    waited `reserve_after_s`."""
+    if cycle.config.drain_stop_share <= 0 or not cycle.config.preemption or cycle.drain_tried:
+        return False
+    cycle.drain_tried = True
+    wafer_pes = max(w.rows * w.cols for w in cycle.snapshot.wafers)
+    if job.pes < cycle.config.drain_stop_min_job * wafer_pes:
+        return False
+    return cycle.now - job.eligible_at >= cycle.config.reserve_after_s
+
+
+def _try_drain(cycle: _Cycle, job: PolicyJob) -> bool:
+    """Stop the few running jobs left in the way of a big blocked `job` so that it starts now
+    (`drain_stop_share`); True if stops were planned.
+
+    Where a large job waits for a wafer to drain, the PEs freed before its start idle unless a
+    job that ends in time backfills them; when the jobs still in its way hold little of its
+    rectangle, stopping them costs their checkpoint and restart, waiting for them costs the
+    rest of the rectangle for as long as they have left. The victims with the fewest PEs are
+    chosen (`preemption.choose_victims` with `drain`)."""
+    wafers = [
+        (w.rows, w.cols, cycle.held[i])
+        if cycle.spaces[i] is not None and arch_matches(w, job)
+        else None
+        for i, w in enumerate(cycle.snapshot.wafers)
+    ]
+    choice = choose_victims(job, wafers, cycle.now, cycle.config, drain=True)
+    if choice is None:
+        return False
+    if sum(v.pes for v in choice.victims) > cycle.config.drain_stop_share * job.pes:
+        return False
+    for victim in choice.victims:
+        reason = (
+            f"stopped so that job {job.id}, which needs {job.pes} PEs, starts in the drained "
+            f"rectangle now (drain_stop_share)"
+        )
+        cycle.preemptions.append(Preempt(victim.id, job.id, reason))
+    cycle.preempting[job.id] = [v.id for v in choice.victims]
+    wafer = cycle.snapshot.wafers[choice.wafer_index]
+    cycle.preempt_reservation = Reservation(
+        job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
+    )
+    return True
+
+
 def _may_migrate(cycle: _Cycle, job: PolicyJob) -> bool:
     """Whether `job` gets this cycle's one migration attempt: the first blocked job, before any
     reservation is made, once it has waited `reserve_after_s`."""
@@ -567,6 +615,8 @@ def _schedule_pending(cycle: _Cycle, pending: list[PolicyJob]) -> None:
             continue
         blocked_seen = True
         if len(cycle.reservations) >= cycle.config.reservations or cycle.preempting:
+            continue
+        if _may_drain(cycle, job) and _try_drain(cycle, job):
             continue
         if _may_preempt(cycle, job) and _try_preempt(cycle, job):
             continue

@@ -9,7 +9,8 @@ Protection against thrash, all enforced here:
 - a victim must have run at least `min_run_before_preempt_s` since it (re)started;
 - a job preempted `max_preemptions_per_job` times is no longer preemptible;
 - jobs marked not preemptible are never victims;
-- the fewest victims are taken (greedy, then pruned), youngest first, so little work is lost.
+- the fewest victims are taken (greedy, then pruned), youngest first, so little work is lost;
+  for a drain stop (`drain`, see `PolicyConfig.drain_stop_share`), the fewest PEs.
 """
 
 from __future__ import annotations
@@ -72,14 +73,29 @@ def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: Pol
     return slowdown_so_far(preemptor, now) >= bar
 
 
+def may_drain(victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig) -> bool:
+    """Drain stop (`drain_stop_share`): a job of the preemptor's class or lower, with at least
+    `drain_stop_min_left_s` left, not stopped `suspend_max` times already."""
+    if config.drain_stop_share <= 0 or victim.started_at is None:
+        return False
+    if CLASS_RANK.get(victim.priority_class, 1) > CLASS_RANK.get(preemptor.priority_class, 1):
+        return False
+    if config.suspend_max and victim.preempt_count >= config.suspend_max:
+        return False
+    left = victim.started_at + victim.time_limit_s - now
+    return left >= config.drain_stop_min_left_s
+
+
 def can_be_victim(
-    victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig
+    victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig, drain: bool = False
 ) -> bool:
     """Whether `victim` may be preempted for `preemptor` at `now` under the thrash protections."""
     if not victim.preemptible or victim.state != "running" or victim.started_at is None:
         return False
     if CLASS_RANK.get(victim.priority_class, 1) >= CLASS_RANK.get(preemptor.priority_class, 1):
-        if not may_suspend(victim, preemptor, now, config):
+        if not (drain and may_drain(victim, preemptor, now, config)) and not may_suspend(
+            victim, preemptor, now, config
+        ):
             return False
     if victim.preempt_count >= config.max_preemptions_per_job:
         return False
@@ -117,7 +133,12 @@ def _fewest_needed(
 
 
 def _victims_on(
-    job: PolicyJob, wafer: tuple[int, int], held: Sequence[Held], now: float, config: PolicyConfig
+    job: PolicyJob,
+    wafer: tuple[int, int],
+    held: Sequence[Held],
+    now: float,
+    config: PolicyConfig,
+    drain: bool = False,
 ) -> tuple[list[int], FreeSpace] | None:
     """Indexes (into `held`) of the fewest victims that let `job` fit on this wafer, or None."""
     if job.rows > wafer[0] or job.cols > wafer[1]:
@@ -125,7 +146,7 @@ def _victims_on(
     eligible = {
         i: h.job
         for i, h in enumerate(held)
-        if h.job is not None and can_be_victim(h.job, job, now, config)
+        if h.job is not None and can_be_victim(h.job, job, now, config, drain)
     }
     # lowest class first, then the youngest (least work lost since its start), then by id
     candidates = sorted(
@@ -152,13 +173,15 @@ def choose_victims(
     wafers: Sequence[tuple[int, int, Sequence[Held]] | None],
     now: float,
     config: PolicyConfig,
+    drain: bool = False,
 ) -> PreemptionChoice | None:
-    """The cheapest preemption (fewest victims, then fewest PEs) that lets `job` start, or None."""
+    """The cheapest preemption (fewest victims, then fewest PEs; with `drain`, fewest PEs, then
+    victims) that lets `job` start, or None. `drain`: jobs `may_drain` allows are victims too."""
     best: tuple[tuple[int, int, int], PreemptionChoice] | None = None
     for w, wafer in enumerate(wafers):
         if wafer is None:
             continue
-        found = _victims_on(job, (wafer[0], wafer[1]), wafer[2], now, config)
+        found = _victims_on(job, (wafer[0], wafer[1]), wafer[2], now, config, drain)
         if found is None:
             continue
         gone, space = found
@@ -166,7 +189,8 @@ def choose_victims(
         if fit is None:
             continue
         victims = tuple(v for i in gone if (v := wafer[2][i].job) is not None)
-        score = (len(victims), sum(v.pes for v in victims), w)
+        pes = sum(v.pes for v in victims)
+        score = (pes, len(victims), w) if drain else (len(victims), pes, w)
         if best is None or score < best[0]:
             best = (score, PreemptionChoice(w, victims, fit[1], fit[2]))
     return None if best is None else best[1]

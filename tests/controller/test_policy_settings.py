@@ -47,3 +47,17 @@ def test_a_negative_suspension_setting_is_refused(monkeypatch):  # type: ignore[
     monkeypatch.setenv("SAM_SUSPEND_FACTOR", "-1")
     with pytest.raises(ValueError, match="suspend_factor"):
         Settings()
+
+
+def test_drain_stop_settings_come_from_the_environment(monkeypatch):  # type: ignore[no-untyped-def]
+    _clear(monkeypatch)
+    assert policy_config(Settings()).drain_stop_share == PolicyConfig().drain_stop_share > 0
+    monkeypatch.setenv("SAM_DRAIN_STOP_SHARE", "0")
+    monkeypatch.setenv("SAM_DRAIN_STOP_MIN_JOB", "0.75")
+    monkeypatch.setenv("SAM_DRAIN_STOP_MIN_LEFT_S", "3600")
+    live = policy_config(Settings())
+    assert (live.drain_stop_share, live.drain_stop_min_job) == (0.0, 0.75)
+    assert live.drain_stop_min_left_s == 3600.0
+    monkeypatch.setenv("SAM_DRAIN_STOP_SHARE", "1.5")  # a share of the job's PEs: at most 1
+    with pytest.raises(ValueError):
+        Settings()
