@@ -56,7 +56,7 @@ from sam_server.scheduling.placement import (
     choose_placement,
     lookahead_placement,
 )
-from sam_server.scheduling.preemption import Held, choose_victims
+from sam_server.scheduling.preemption import Held, PreemptionChoice, choose_victims
 from sam_server.scheduling.priority import PriorityCalculator
 from sam_server.scheduling.quota import QuotaLedger
 from sam_server.scheduling.reservation import (
@@ -408,15 +408,10 @@ def _best_start(
 
 def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
     """Preempt lower-class jobs for the top blocked `job` if that lets it start; True if so."""
-    wafers = [
-        (w.rows, w.cols, cycle.held[i])
-        if cycle.spaces[i] is not None and arch_matches(w, job)
-        else None
-        for i, w in enumerate(cycle.snapshot.wafers)
-    ]
-    choice = choose_victims(job, wafers, cycle.now, cycle.config)
+    choice = choose_victims(job, _held_wafers(cycle, job), cycle.now, cycle.config)
     if choice is None:
         return False
+    reasons = []
     for victim in choice.victims:
         reason = f"preempted for {job.priority_class}-class job {job.id}"
         if victim.priority_class == job.priority_class:  # selective suspension
@@ -425,13 +420,31 @@ def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
                 f"suspended for job {job.id} of its class: its slowdown so far is "
                 f"{theirs:.1f}, this job's {mine:.1f} (suspend_factor)"
             )
+        reasons.append(reason)
+    _stop_for(cycle, job, choice, reasons)
+    return True
+
+
+def _held_wafers(cycle: _Cycle, job: PolicyJob) -> list[tuple[int, int, list[Held]] | None]:
+    """Each wafer's size and held rectangles, None for one `job` cannot use (offline, full, or
+    of another arch): what preemption and migration choose among."""
+    return [
+        (w.rows, w.cols, cycle.held[i])
+        if cycle.spaces[i] is not None and arch_matches(w, job)
+        else None
+        for i, w in enumerate(cycle.snapshot.wafers)
+    ]
+
+
+def _stop_for(cycle: _Cycle, job: PolicyJob, choice: PreemptionChoice, reasons: list[str]) -> None:
+    """Plan the stops of `choice`'s victims (one reason each) and hold their place for `job`."""
+    for victim, reason in zip(choice.victims, reasons, strict=True):
         cycle.preemptions.append(Preempt(victim.id, job.id, reason))
     cycle.preempting[job.id] = [v.id for v in choice.victims]
     wafer = cycle.snapshot.wafers[choice.wafer_index]
     cycle.preempt_reservation = Reservation(
         job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
     )
-    return True
 
 
 def _may_drain(cycle: _Cycle, job: PolicyJob) -> bool:
@@ -456,28 +469,16 @@ def _try_drain(cycle: _Cycle, job: PolicyJob) -> bool:
     rectangle, stopping them costs their checkpoint and restart, waiting for them costs the
     rest of the rectangle for as long as they have left. The victims with the fewest PEs are
     chosen (`preemption.choose_victims` with `drain`)."""
-    wafers = [
-        (w.rows, w.cols, cycle.held[i])
-        if cycle.spaces[i] is not None and arch_matches(w, job)
-        else None
-        for i, w in enumerate(cycle.snapshot.wafers)
-    ]
-    choice = choose_victims(job, wafers, cycle.now, cycle.config, drain=True)
+    choice = choose_victims(job, _held_wafers(cycle, job), cycle.now, cycle.config, drain=True)
     if choice is None:
         return False
     if sum(v.pes for v in choice.victims) > cycle.config.drain_stop_share * job.pes:
         return False
-    for victim in choice.victims:
-        reason = (
-            f"stopped so that job {job.id}, which needs {job.pes} PEs, starts in the drained "
-            f"rectangle now (drain_stop_share)"
-        )
-        cycle.preemptions.append(Preempt(victim.id, job.id, reason))
-    cycle.preempting[job.id] = [v.id for v in choice.victims]
-    wafer = cycle.snapshot.wafers[choice.wafer_index]
-    cycle.preempt_reservation = Reservation(
-        job.id, wafer.id, choice.row, choice.col, job.rows, job.cols, cycle.now
+    reason = (
+        f"stopped so that job {job.id}, which needs {job.pes} PEs, starts in the drained "
+        f"rectangle now (drain_stop_share)"
     )
+    _stop_for(cycle, job, choice, [reason] * len(choice.victims))
     return True
 
 
@@ -499,12 +500,7 @@ def _try_migrate(cycle: _Cycle, job: PolicyJob) -> bool:
     the running jobs' limits). The moved job's target and `job`'s rectangle are taken out of
     the free space at once, so nothing else this cycle lands on them.
     """
-    wafers = [
-        (w.rows, w.cols, cycle.held[i])
-        if cycle.spaces[i] is not None and arch_matches(w, job)
-        else None
-        for i, w in enumerate(cycle.snapshot.wafers)
-    ]
+    wafers = _held_wafers(cycle, job)
     timed = [
         (w.rows, w.cols, cycle.ends[i]) if wafers[i] is not None else None
         for i, w in enumerate(cycle.snapshot.wafers)
