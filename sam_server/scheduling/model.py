@@ -220,7 +220,8 @@ class PolicyConfig:
       one that takes the least of the space free now: it lies where running jobs end, so jobs
       that would still run at its start can backfill the free space (1-D EASY's spare PEs).
     - drain_stop_share: drain stop: when the first blocked job (the oldest, as a rule) needs at
-      least `drain_stop_min_job` of a wafer and the running jobs in its way hold at most this
+      least `drain_stop_min_job` of a wafer, no migration lets it start, and the running jobs
+      in its way hold at most this
       share of its PEs, those jobs (of its class or lower, each with at least
       `drain_stop_min_left_s` left, never one stopped `suspend_max` times) are stopped
       (checkpoint, back to pending) and it starts now, instead of the wafer idling while the

@@ -612,12 +612,12 @@ def _schedule_pending(cycle: _Cycle, pending: list[PolicyJob]) -> None:
         blocked_seen = True
         if len(cycle.reservations) >= cycle.config.reservations or cycle.preempting:
             continue
-        if _may_drain(cycle, job) and _try_drain(cycle, job):
-            continue
         if _may_preempt(cycle, job) and _try_preempt(cycle, job):
             continue
         if _may_migrate(cycle, job) and _try_migrate(cycle, job):
             continue
+        if _may_drain(cycle, job) and _try_drain(cycle, job):
+            continue  # (after migration: a moved job keeps running, a stopped one waits)
         if cycle.now - job.eligible_at >= cycle.config.reserve_after_s:
             if cycle.reserve_attempts < MAX_RESERVE_ATTEMPTS:
                 cycle.reserve_attempts += 1
