@@ -221,11 +221,10 @@ class PolicyConfig:
       that would still run at its start can backfill the free space (1-D EASY's spare PEs).
     - drain_stop_share: drain stop: when the first blocked job (the oldest, as a rule) needs at
       least `drain_stop_min_job` of a wafer, no migration lets it start, and the running jobs
-      in its way hold at most this
-      share of its PEs, those jobs (of its class or lower, each with at least
-      `drain_stop_min_left_s` left, never one stopped `suspend_max` times) are stopped
-      (checkpoint, back to pending) and it starts now, instead of the wafer idling while the
-      last few run out; 0 = off. Within the preemption protections
+      in its way hold at most this share of its PEs, those jobs (of its class or lower, each
+      with at least `drain_stop_min_left_s` left, never one stopped `suspend_max` times) are
+      stopped (checkpoint, back to pending) and it starts now, instead of the wafer idling
+      while the last few run out; 0 = off. Within the preemption protections
       (`min_run_before_preempt_s`, `max_preemptions_per_job`).
     - drain_stop_min_job: the least share of a wafer a job needs for a drain stop.
     - drain_stop_min_left_s: a running job with less time left than this is waited for.

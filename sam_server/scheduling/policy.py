@@ -427,7 +427,7 @@ def _try_preempt(cycle: _Cycle, job: PolicyJob) -> bool:
 
 def _held_wafers(cycle: _Cycle, job: PolicyJob) -> list[tuple[int, int, list[Held]] | None]:
     """Each wafer's size and held rectangles, None for one `job` cannot use (offline, full, or
-    of another arch): what preemption and migration choose among."""
+    of another arch): what preemption, drain stop and migration choose among."""
     return [
         (w.rows, w.cols, cycle.held[i])
         if cycle.spaces[i] is not None and arch_matches(w, job)
