@@ -216,6 +216,10 @@ class PolicyConfig:
       `placement.lookahead_placement`). 3 forms the pinwheel of four quarter jobs on 23x34
       from an empty wafer; 2 (the default) looks at fewer placements and won on the replay
       matrix (3 lost two verdicts against easy there).
+    - lookahead_pairs: look-ahead placement also for a job of more than a third of a wafer
+      while another job of about its size (0.8-1.25x its PEs) waits and no smaller one does: it
+      goes where that job still fits beside it (two half-wafer jobs side by side, 23x17 +
+      23x17 on 23x34, instead of one in 16x24 and the other waiting it out).
     - reserve_off_free: a reservation's rectangle (among those where it starts earliest) is the
       one that takes the least of the space free now: it lies where running jobs end, so jobs
       that would still run at its start can backfill the free space (1-D EASY's spare PEs).
@@ -261,6 +265,7 @@ class PolicyConfig:
     suspend_wait_share: float = 0.0
     requeue_stopped: bool = True
     lookahead: int = 2
+    lookahead_pairs: bool = True
     reserve_off_free: bool = False
     drain_stop_share: float = 0.5
     drain_stop_min_job: float = 0.5

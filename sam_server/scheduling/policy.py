@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -72,12 +73,15 @@ MAX_RESERVE_ATTEMPTS = 8
 """Blocked jobs tried for a reservation per cycle (a job whose wafers are all held by jobs with
 no known end gets none; the next is tried, but not the whole queue)."""
 MAX_RESERVE_SHAPES = 3
+"""A flexible job's reservation considers its first few shapes (each costs a time walk)."""
 LOOKAHEAD_MAX_SHARE = 3
-"""Look-ahead placement is for jobs of at most 1/LOOKAHEAD_MAX_SHARE of a wafer."""
+"""Look-ahead placement is for jobs of at most 1/LOOKAHEAD_MAX_SHARE of a wafer (larger ones:
+only with `PolicyConfig.lookahead_pairs`, while a job of about their size waits)."""
+LIKE_SIZE = (0.8, 1.25)
+"""A waiting job of this range of a starting job's PEs is one "like it" (`_like_waiting`)."""
 MAX_START_SHAPES = 3
 """A flexible job is placed in the best of its first few shapes that fit (each placement scores
 every wafer's free rectangles; the first shapes are the least wasteful)."""
-"""A flexible job's reservation considers its first few shapes (each costs a time walk)."""
 
 
 @dataclass
@@ -336,14 +340,19 @@ def _lookahead_start(
 
     Not for a job of more than a third of a wafer (packing two halves flush, 23x17 + 23x17 on
     23x34, leaves no PE for the small jobs 1-D EASY still runs beside them: NASA 6pe x0.5's
-    slowdown rose 1.3x), nor while a smaller job waits (the room kept is then the small jobs'
-    to take, not the next large job's)."""
+    slowdown rose 1.3x) unless (`lookahead_pairs`) a job like it waits now, which then starts
+    beside it at once (two 384-PE jobs on an empty 23x34: best fit puts the first in 16x24 and
+    the second waits it out; as 23x17 + 23x17 both run); nor while a smaller job waits (the
+    room kept is then the small jobs' to take, not the next large job's)."""
     pes, aspect = job.cut_bounds or (job.pes, 1.0)
     depth = cycle.config.lookahead
     space = views[best[0].wafer_index]
     if space is None or space.free_pes >= pes * (depth + 2):
         return best  # room for more than `depth` + 1 such jobs: any placement keeps it
-    if pes * LOOKAHEAD_MAX_SHARE > space.rows * space.cols or _smaller_waiting(cycle, pes):
+    if pes * LOOKAHEAD_MAX_SHARE > space.rows * space.cols:
+        if not cycle.config.lookahead_pairs or not _like_waiting(cycle, job, pes):
+            return best
+    if _smaller_waiting(cycle, pes):
         return best
 
     def allowed(shape: tuple[int, int]) -> bool:
@@ -354,15 +363,37 @@ def _lookahead_start(
     return best if found is None else found
 
 
+def _by_size(cycle: _Cycle) -> list[tuple[int, int]]:
+    """The walk's jobs as (PEs, index into `cycle.pending`), smallest first: sorted once per
+    cycle, on the first call."""
+    if cycle.by_size is None:
+        cycle.by_size = sorted((j.work_pes or j.pes, i) for i, j in enumerate(cycle.pending))
+    return cycle.by_size
+
+
+def _like_waiting(cycle: _Cycle, job: PolicyJob, pes: int) -> bool:
+    """Whether a pending job other than `job` of about `pes` PEs (`LIKE_SIZE`) is still waiting
+    in this cycle's walk (O(log queue + jobs of that size started this cycle))."""
+    by_size = _by_size(cycle)
+    started = {s.job_id for s in cycle.starts}
+    low, high = pes * LIKE_SIZE[0], pes * LIKE_SIZE[1]
+    for at in range(bisect.bisect_left(by_size, (math.ceil(low), -1)), len(by_size)):
+        size, i = by_size[at]
+        if size > high:
+            return False
+        other = cycle.pending[i]
+        if other.id != job.id and other.id not in started:
+            return True
+    return False
+
+
 def _smaller_waiting(cycle: _Cycle, pes: int) -> bool:
     """Whether a pending job of fewer than `pes` PEs is still waiting in this cycle's walk.
 
-    The walk's jobs are sorted by size once per cycle (on the first call); a call skips the
-    smallest ones that started this cycle, so it costs O(starts), not O(queue)."""
-    if cycle.by_size is None:
-        cycle.by_size = sorted((j.work_pes or j.pes, i) for i, j in enumerate(cycle.pending))
+    A call skips the smallest jobs that started this cycle (`_by_size`), so it costs
+    O(starts), not O(queue)."""
     started = {s.job_id for s in cycle.starts}
-    for size, i in cycle.by_size:
+    for size, i in _by_size(cycle):
         if size >= pes:
             return False
         if cycle.pending[i].id not in started:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceJob
-from sam_server.scheduling import PolicyConfig, plan
+from sam_server.scheduling import PolicyConfig, PolicyJob, plan
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.placement import copies_after, lookahead_placement
 from sam_server.scheduling.shapes import flexible_shapes
@@ -67,3 +69,42 @@ def test_a_long_small_job_backfills_beside_a_reservation_kept_off_the_free_space
     off = plan(snap, 10.0, PolicyConfig(reserve_after_s=0.0))
     assert off.reservation is not None and off.reservation.col == 0
     assert off.starts == []
+
+
+HALF = 384  # 64 processors at 6 PEs each: half of 23x34 (782 PEs) but for 14
+
+
+def _half_job(job_id: int, submitted: float = 0.0) -> PolicyJob:
+    """A flexible 384-PE job asking 16x24, which also takes 12x32 ... 23x17."""
+    shapes = flexible_shapes(HALF, 23, 34)
+    return replace(
+        job(job_id, 16, 24, limit=3600.0, submitted=submitted, shapes=shapes), work_pes=HALF
+    )
+
+
+def test_two_half_wafer_jobs_arriving_together_both_start_at_once() -> None:
+    # best fit alone puts the first in 16x24, where no 384-PE rectangle is left beside it; with
+    # lookahead_pairs the first goes flush (23x17) and the second takes the other 23x17
+    trace = [TraceJob(i, 0.0, 3600.0, 3600.0, 64, "u") for i in (1, 2)]
+    spec = ClusterSpec(1, 23, 34, 6)
+    assert simulate(trace, spec, PolicyConfig()).max_wait_s == 0.0
+    assert simulate(trace, spec, PolicyConfig(lookahead_pairs=False)).max_wait_s == 3600.0
+
+
+def test_a_half_wafer_job_packs_flush_only_while_one_like_it_waits() -> None:
+    # alone, or with only a smaller job waiting, the room beside it is the small jobs': best fit
+    # (12x32 leaves an 11x34 strip), not a flush 23x17 that leaves 1-D EASY's spare PEs to nobody
+    wafer = [("w0", 23, 34)]
+    alone = plan(snapshot(wafer, [_half_job(1)]), 10.0)
+    assert [(s.rows, s.cols) for s in alone.starts] == [(12, 32)]
+    small = job(2, 4, 4, limit=3600.0, submitted=1.0)
+    with_small = plan(snapshot(wafer, [_half_job(1), small]), 10.0)
+    assert sorted((s.job_id, s.rows, s.cols) for s in with_small.starts) == [
+        (1, 12, 32),
+        (2, 4, 4),
+    ]
+    pair = [_half_job(1), _half_job(2, submitted=1.0)]
+    both = plan(snapshot(wafer, pair), 10.0)
+    assert sorted((s.rows, s.cols) for s in both.starts) == [(23, 17), (23, 17)]
+    off = plan(snapshot(wafer, pair), 10.0, PolicyConfig(lookahead_pairs=False))
+    assert [s.job_id for s in off.starts] == [1]
