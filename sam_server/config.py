@@ -109,6 +109,7 @@ class Settings(BaseSettings):
     # (None) = the policy's own default, so the live scheduler runs what the replay measured.
     suspend_factor: float | None = Field(default=None, ge=0)  # 0 = off
     suspend_max: int | None = Field(default=None, ge=0)  # 0 = only max_preemptions_per_job
+    suspend_again_factor: float | None = Field(default=None, ge=0)  # 0 = never past suspend_max
     suspend_wait_share: float | None = Field(default=None, ge=0)  # 0 = off
     requeue_stopped: bool | None = None
     # Drain stop (PolicyConfig's drain_stop_*): a big job waiting for a wafer to drain stops the

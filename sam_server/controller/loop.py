@@ -52,6 +52,7 @@ class CycleStats:
 SUSPENSION_SETTINGS = (
     "suspend_factor",
     "suspend_max",
+    "suspend_again_factor",
     "suspend_wait_share",
     "requeue_stopped",
     "drain_stop_share",

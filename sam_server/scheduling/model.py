@@ -199,9 +199,14 @@ class PolicyConfig:
       shorter than what that job has left) may preempt it (checkpoint, back to pending), within
       the preemption protections (`min_run_before_preempt_s`, `max_preemptions_per_job`);
       0 = off (then only a higher class preempts).
-    - suspend_max: a job already preempted this many times is never suspended (stopped for a
-      job of its own class) again, so a big job is not sent back over and over; 0 = only
-      `max_preemptions_per_job` bounds it.
+    - suspend_max: a job already preempted this many times is not suspended (stopped for a
+      job of its own class) again but past `suspend_again_factor`'s higher bar, so a big job is
+      not sent back over and over; 0 = only `max_preemptions_per_job` bounds it.
+    - suspend_again_factor: a job stopped `suspend_max` times already is suspended again
+      (still within `max_preemptions_per_job`) only for a job whose slowdown so far is this
+      multiple of the usual bar (`suspend_factor` x this x the victim's: 100x at the
+      defaults): the small jobs that wait hundreds of times their run behind a whole-wafer
+      job that was stopped once before (NASA at 6 PEs per processor); 0 = never.
     - suspend_wait_share: a job is suspended only if its wait before it started plus the
       preemptor's time limit (the least it is kept off) is at most this share of the wait the
       preemptor has had so far: a suspension never makes a wait longer than one it relieves,
@@ -262,6 +267,7 @@ class PolicyConfig:
     cut_reserve: bool = True
     suspend_factor: float = 10.0
     suspend_max: int = 1
+    suspend_again_factor: float = 10.0
     suspend_wait_share: float = 0.0
     requeue_stopped: bool = True
     lookahead: int = 2

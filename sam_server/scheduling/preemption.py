@@ -7,7 +7,8 @@ Protection against thrash, all enforced here:
   `suspend_factor` times lower (a short job that waited long stops a long one; never the
   reverse, as the preemptor is the shorter);
 - a victim must have run at least `min_run_before_preempt_s` since it (re)started;
-- a job preempted `max_preemptions_per_job` times is no longer preemptible;
+- a job preempted `max_preemptions_per_job` times is no longer preemptible; one suspended
+  `suspend_max` times only for a preemptor `suspend_again_factor` times further behind;
 - jobs marked not preemptible are never victims;
 - the fewest victims are taken (greedy, then pruned), youngest first, so little work is lost;
   for a drain stop (`drain`, see `PolicyConfig.drain_stop_share`), the fewest PEs.
@@ -53,13 +54,15 @@ def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: Pol
     """Selective suspension (`suspend_factor`): a job of the same class may be stopped for a
     shorter one whose slowdown so far is `suspend_factor` times the victim's; only a job with
     more time left than the preemptor's whole limit (a short job never waits for a long one),
-    not suspended `suspend_max` times already, and whose wait stays short of the preemptor's
-    (`suspend_wait_share`)."""
+    and whose wait stays short of the preemptor's (`suspend_wait_share`). A job stopped
+    `suspend_max` times already is stopped again only for a preemptor `suspend_again_factor`
+    times further behind (0: never)."""
     if config.suspend_factor <= 0 or victim.priority_class != preemptor.priority_class:
         return False
     if victim.started_at is None:
         return False
-    if config.suspend_max and victim.preempt_count >= config.suspend_max:
+    again = bool(config.suspend_max) and victim.preempt_count >= config.suspend_max
+    if again and config.suspend_again_factor <= 0:
         return False
     share = config.suspend_wait_share
     if share > 0:
@@ -70,6 +73,8 @@ def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: Pol
     if preemptor.time_limit_s > left:
         return False
     bar = config.suspend_factor * slowdown_so_far(victim, now)
+    if again:
+        bar *= config.suspend_again_factor
     return slowdown_so_far(preemptor, now) >= bar
 
 

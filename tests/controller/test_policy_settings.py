@@ -33,10 +33,11 @@ def test_suspension_settings_come_from_the_environment(monkeypatch):  # type: ig
     _clear(monkeypatch)
     monkeypatch.setenv("SAM_SUSPEND_FACTOR", "10")
     monkeypatch.setenv("SAM_SUSPEND_MAX", "2")
+    monkeypatch.setenv("SAM_SUSPEND_AGAIN_FACTOR", "0")
     monkeypatch.setenv("SAM_SUSPEND_WAIT_SHARE", "0.5")
     monkeypatch.setenv("SAM_REQUEUE_STOPPED", "true")
     live = policy_config(Settings())
-    assert (live.suspend_factor, live.suspend_max) == (10.0, 2)
+    assert (live.suspend_factor, live.suspend_max, live.suspend_again_factor) == (10.0, 2, 0.0)
     assert (live.suspend_wait_share, live.requeue_stopped) == (0.5, True)
     monkeypatch.setenv("SAM_SUSPEND_FACTOR", "0")  # off, whatever the policy's default
     assert policy_config(Settings()).suspend_factor == 0.0

@@ -1,5 +1,6 @@
 """Selective suspension does not thrash: in the replay, no job is suspended more than
-`suspend_max` times (with the bound off, no more than `max_preemptions_per_job`)."""
+`suspend_max` times when `suspend_again_factor` is 0 (with either on, no more than
+`max_preemptions_per_job`)."""
 
 from __future__ import annotations
 
@@ -47,11 +48,18 @@ def _stops_per_job(trace: list[TraceJob], config: PolicyConfig) -> Counter[str]:
 
 
 @settings(max_examples=30, deadline=None)
-@given(traces(), st.sampled_from([1.5, 3.0, 5.0]), st.sampled_from([0, 1, 2]))
+@given(
+    traces(),
+    st.sampled_from([1.5, 3.0, 5.0]),
+    st.sampled_from([0, 1, 2]),
+    st.sampled_from([0.0, 1.0, 10.0]),
+)
 def test_no_job_is_suspended_more_than_the_bound(
-    trace: list[TraceJob], factor: float, most: int
+    trace: list[TraceJob], factor: float, most: int, again: float
 ) -> None:
-    config = PolicyConfig(migration=False, suspend_factor=factor, suspend_max=most)
+    config = PolicyConfig(
+        migration=False, suspend_factor=factor, suspend_max=most, suspend_again_factor=again
+    )
     stops = _stops_per_job(trace, config)
-    bound = most if most else config.max_preemptions_per_job
+    bound = most if most and not again else config.max_preemptions_per_job
     assert max(stops.values(), default=0) <= bound, stops

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sam_server.scheduling import PolicyConfig, plan
+from sam_server.scheduling import PolicyConfig, Snapshot, plan
 from sam_server.scheduling.fairshare import bounded_slowdown
 
 from .factories import job, running, snapshot
@@ -45,13 +45,27 @@ def test_suspension_needs_the_factor_and_a_shorter_preemptor() -> None:
     assert plan(_blocked_short_job(2.0), 500.0).preemptions == []
 
 
-def test_a_job_suspended_once_is_not_suspended_again() -> None:
+def _suspended(snap: Snapshot, **config: float) -> list[int]:
+    return [
+        p.job_id
+        for p in plan(replace(snap, config=replace(snap.config, **config)), 1000.0).preemptions
+    ]
+
+
+def test_a_job_suspended_once_is_suspended_again_only_for_one_far_behind() -> None:
     snap = _blocked_short_job(2.0)
     once = tuple(replace(j, preempt_count=1) if j.id == 1 else j for j in snap.jobs)
     again = replace(snap, jobs=once)
-    assert plan(again, 1000.0).preemptions == []  # suspend_max 1 (default): kept running
-    unbounded = replace(again, config=replace(snap.config, suspend_max=0))
-    assert [p.job_id for p in plan(unbounded, 1000.0).preemptions] == [1]
+    # the preemptor's slowdown so far is 101, the victim's 1: the first bar is 2 x 1, the bar
+    # past suspend_max (1, the default) suspend_again_factor times that
+    assert _suspended(again, suspend_again_factor=0.0) == []  # never past suspend_max
+    assert _suspended(again, suspend_again_factor=60.0) == []  # 120 > 101: kept running
+    assert _suspended(again, suspend_again_factor=50.0) == [1]  # 100 <= 101
+    assert _suspended(again) == [1]  # the default, 10: 20 <= 101
+    assert _suspended(again, suspend_max=0, suspend_again_factor=0.0) == [1]  # no bound
+    # max_preemptions_per_job (3) bounds it whatever the factors
+    thrice = tuple(replace(j, preempt_count=3) if j.id == 1 else j for j in snap.jobs)
+    assert _suspended(replace(snap, jobs=thrice)) == []
 
 
 def test_a_job_that_waited_long_is_not_suspended_for_a_shorter_wait() -> None:
