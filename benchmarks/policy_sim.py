@@ -7,15 +7,15 @@ Usage: python benchmarks/policy_sim.py [TRACE] [--wafers N] [--wafer-rows R] [--
                                        [--slices N] [--anchors FILE] [--only FIELD=VALUE ...]
 Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. One trace: one line
 per policy, then one JSON line {"trace", "cluster", "fcfs": {...}, ...}. --matrix: every case
-(both shared traces x inter-arrival 1.0/0.7/0.5 x two slices x two PE mappings), one JSON line
+(both shared traces x inter-arrival 1.0/0.7/0.5 x four slices x two PE mappings), one JSON line
 per case, then the summary {"cases", "sam_beats_easy_all_figures", "worst_bsld_ratio_vs_easy",
 "worst_util_delta_vs_easy", "worst_bsld_ratio_vs_oned", ...}. sam beats easy on a case when its
 bounded slowdown is at most 0.8x easy's, its utilization at least easy's, and its p95 and max
 wait at most easy's. A case whose easy bounded slowdown is below 1.25 cannot be won on slowdown
 by any policy (it is at least 1): "bsld_goal_reachable" is false there, and the summary also
 counts "sam_beats_easy_all_reachable_goals" (every figure, the slowdown goal only where it is
-reachable) and "bsld_goal_unreachable". `--workers N` replays N cases at once (same output, in
-order); `--set FIELD=JSON` replays sam with a PolicyConfig field changed (e.g. `--set
+reachable) and "bsld_goal_unreachable". `--workers N` replays N cases at once (default: one
+per CPU; the same output, in order); `--set FIELD=JSON` replays sam with a PolicyConfig field changed (e.g. `--set
 suspend_factor=10`, or a priority weight: `--set weights.size=250`; easy and oned-easy are
 never changed); `--only FIELD=VALUE` keeps the cases of that trace, slice, interarrival or
 mapping (e.g. `--only mapping=1pe-16x16`); `--anchors FILE` takes easy's and
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -297,8 +298,13 @@ def main() -> None:
     parser.add_argument("--policies", default="fcfs,easy,sam,oned-easy")
     parser.add_argument("--matrix", action="store_true", help="run the whole matrix")
     parser.add_argument("--slice-jobs", type=int, default=1000, help="jobs per matrix slice")
-    parser.add_argument("--slices", type=int, default=2, help="slices per trace")
-    parser.add_argument("--workers", type=int, default=1, help="matrix cases replayed at once")
+    parser.add_argument("--slices", type=int, default=4, help="slices per trace")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="matrix cases replayed at once (default: one per CPU; the output is the same)",
+    )
     parser.add_argument(
         "--set",
         action="append",
