@@ -15,14 +15,14 @@ wait at most easy's. A case whose easy bounded slowdown is below 1.25 cannot be 
 by any policy (it is at least 1): "bsld_goal_reachable" is false there, and the summary also
 counts "sam_beats_easy_all_reachable_goals" (every figure, the slowdown goal only where it is
 reachable) and "bsld_goal_unreachable". `--workers N` replays N cases at once (default: one
-per CPU; the same output, in order); `--set FIELD=JSON` replays sam with a PolicyConfig field changed (e.g. `--set
-suspend_factor=10`, or a priority weight: `--set weights.size=250`; easy and oned-easy are
-never changed); `--only FIELD=VALUE` keeps the cases of that trace, slice, interarrival or
-mapping (e.g. `--only mapping=1pe-16x16`); `--anchors FILE` takes easy's and
+per CPU; the same output, in order); `--set FIELD=JSON` replays sam with a PolicyConfig field
+changed (e.g. `--set suspend_factor=10`, or a priority weight: `--set weights.size=250`; easy
+and oned-easy are never changed); `--only FIELD=VALUE` keeps the cases of that trace, slice,
+interarrival or mapping (e.g. `--only mapping=1pe-16x16`); `--anchors FILE` takes easy's and
 oned-easy's figures from an earlier `--matrix` output of the same cases (neither reads a
 PolicyConfig change) and replays only sam, a third of the time, for sweeping sam's settings.
-Fairness: Jain's index over users' mean bounded slowdown, bounded by
-easy's minus JAIN_SLACK ("jain_within_bound" per case and counted in the summary).
+Fairness: Jain's index over users' mean bounded slowdown, bounded by easy's minus JAIN_SLACK
+("jain_within_bound" per case and counted in the summary).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ LOOKAHEAD_MAX_SHARE = 3
 """Look-ahead placement is for jobs of at most 1/LOOKAHEAD_MAX_SHARE of a wafer (larger ones:
 only with `PolicyConfig.lookahead_pairs`, while a job of about their size waits)."""
 LIKE_SIZE = (0.8, 1.25)
-"""A waiting job of this range of a starting job's PEs is one "like it" (`_like_waiting`)."""
+"""A waiting job of this range of a starting job's PEs is one "like it" (`_lookahead_start`)."""
 MAX_START_SHAPES = 3
 """A flexible job is placed in the best of its first few shapes that fit (each placement scores
 every wafer's free rectangles; the first shapes are the least wasteful)."""
@@ -350,10 +350,11 @@ def _lookahead_start(
     if space is None or space.free_pes >= pes * (depth + 2):
         return best  # room for more than `depth` + 1 such jobs: any placement keeps it
     if pes * LOOKAHEAD_MAX_SHARE > space.rows * space.cols:
-        if not cycle.config.lookahead_pairs or not _like_waiting(cycle, job, pes):
-            return best
-    if _smaller_waiting(cycle, pes):
-        return best
+        low, high = math.ceil(pes * LIKE_SIZE[0]), math.floor(pes * LIKE_SIZE[1])
+        if not cycle.config.lookahead_pairs or not _waiting_sized(cycle, low, high, job.id):
+            return best  # (no job like it waits to take the room kept)
+    if _waiting_sized(cycle, 0, pes - 1):
+        return best  # a smaller job waits
 
     def allowed(shape: tuple[int, int]) -> bool:
         area = shape[0] * shape[1]
@@ -363,40 +364,23 @@ def _lookahead_start(
     return best if found is None else found
 
 
-def _by_size(cycle: _Cycle) -> list[tuple[int, int]]:
-    """The walk's jobs as (PEs, index into `cycle.pending`), smallest first: sorted once per
-    cycle, on the first call."""
+def _waiting_sized(cycle: _Cycle, low: int, high: int, but: JobId | None = None) -> bool:
+    """Whether a job of this cycle's walk with `low` to `high` PEs, other than `but`, is still
+    waiting (not started this cycle).
+
+    The walk's jobs are sorted by size once per cycle (on the first call); a call finds `low`
+    by bisection and skips only the jobs of that size range that started this cycle, so it
+    costs O(log queue + starts), not O(queue)."""
     if cycle.by_size is None:
         cycle.by_size = sorted((j.work_pes or j.pes, i) for i, j in enumerate(cycle.pending))
-    return cycle.by_size
-
-
-def _like_waiting(cycle: _Cycle, job: PolicyJob, pes: int) -> bool:
-    """Whether a pending job other than `job` of about `pes` PEs (`LIKE_SIZE`) is still waiting
-    in this cycle's walk (O(log queue + jobs of that size started this cycle))."""
-    by_size = _by_size(cycle)
+    by_size = cycle.by_size
     started = {s.job_id for s in cycle.starts}
-    low, high = pes * LIKE_SIZE[0], pes * LIKE_SIZE[1]
-    for at in range(bisect.bisect_left(by_size, (math.ceil(low), -1)), len(by_size)):
+    for at in range(bisect.bisect_left(by_size, (low, -1)), len(by_size)):
         size, i = by_size[at]
         if size > high:
             return False
-        other = cycle.pending[i]
-        if other.id != job.id and other.id not in started:
-            return True
-    return False
-
-
-def _smaller_waiting(cycle: _Cycle, pes: int) -> bool:
-    """Whether a pending job of fewer than `pes` PEs is still waiting in this cycle's walk.
-
-    A call skips the smallest jobs that started this cycle (`_by_size`), so it costs
-    O(starts), not O(queue)."""
-    started = {s.job_id for s in cycle.starts}
-    for size, i in _by_size(cycle):
-        if size >= pes:
-            return False
-        if cycle.pending[i].id not in started:
+        other = cycle.pending[i].id
+        if other != but and other not in started:
             return True
     return False
 
