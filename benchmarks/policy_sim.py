@@ -5,6 +5,7 @@ Usage: python benchmarks/policy_sim.py [TRACE] [--wafers N] [--wafer-rows R] [--
        python benchmarks/policy_sim.py --matrix [--slice-jobs N] [--workers N]
                                        [--set FIELD=JSON ...] [--traces DIR]
                                        [--slices N] [--anchors FILE] [--only FIELD=VALUE ...]
+                                       [--jitter SECONDS --seed N]
 Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. One trace: one line
 per policy, then one JSON line {"trace", "cluster", "fcfs": {...}, ...}. --matrix: every case
 (both shared traces x inter-arrival 1.0/0.7/0.5 x four slices x two PE mappings), one JSON line
@@ -23,6 +24,10 @@ oned-easy's figures from an earlier `--matrix` output of the same cases (neither
 PolicyConfig change) and replays only sam, a third of the time, for sweeping sam's settings.
 Fairness: Jain's index over users' mean bounded slowdown, bounded by easy's minus JAIN_SLACK
 ("jain_within_bound" per case and counted in the summary).
+`--jitter SECONDS --seed N` moves every job's submit later by a whole number of seconds up to
+SECONDS, drawn from N (the same for all three policies, so each case is still a fair match):
+replays of one trace are chaotic, and a minute's jitter shows how much of a verdict is the
+policy and how much the draw (a change is real when it holds over several seeds).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import random
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -110,6 +116,8 @@ def _verdict(easy: dict[str, Any], sam: dict[str, Any], oned: dict[str, Any]) ->
 ANCHORS = ("easy", "oned-easy")
 """The policies a `--set` never changes, whose figures `--anchors` may reuse."""
 CASE_KEYS = ("trace", "slice", "interarrival", "mapping")
+JITTER_KEYS = ("jitter_s", "seed")
+"""A jittered case's draw: part of its key, so anchors of another draw are never taken."""
 
 _Todo = tuple[dict[str, Any], list[TraceJob], ClusterSpec, dict[str, Any]]
 
@@ -127,7 +135,18 @@ def _case(job: _Todo) -> dict[str, Any]:
 
 
 def _case_key(case: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(case[k] for k in CASE_KEYS)
+    return (*(case[k] for k in CASE_KEYS), *(case.get(k) for k in JITTER_KEYS))
+
+
+def jitter(jobs: list[TraceJob], seconds: int, seed: int, salt: str) -> list[TraceJob]:
+    """`jobs` with each submit moved later by 0 to `seconds` whole seconds, drawn from `seed`
+    and `salt` (the case: its jobs get the same draw under every policy), in submit order;
+    sizes, run times, limits and users unchanged. `seconds` 0: `jobs` as they are."""
+    if seconds <= 0:
+        return jobs
+    draw = random.Random(f"{seed}:{salt}")
+    moved = [replace(j, submit_s=j.submit_s + draw.randint(0, seconds)) for j in jobs]
+    return sorted(moved, key=lambda j: (j.submit_s, j.id))
 
 
 def read_anchors(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -150,10 +169,12 @@ def matrix(
     traces: Path = TRACES,
     anchors: dict[tuple[Any, ...], dict[str, Any]] | None = None,
     only: dict[str, set[str]] | None = None,
+    jitter_s: int = 0,
+    seed: int = 0,
 ) -> None:
     """Every case of the matrix (or those `only` keeps, see `_only`), one JSON line each, then
     the summary line. With `anchors` (`read_anchors`), easy and oned-easy are not replayed:
-    every case must be there."""
+    every case must be there. `jitter_s` > 0: each case's submits moved by `jitter`."""
     todo: list[_Todo] = []
     for name, procs in MATRIX_TRACES.items():
         path = next(traces.glob(f"{name}.swf*"))
@@ -161,22 +182,26 @@ def matrix(
         for k in range(slices):
             part = trace[k * slice_jobs : (k + 1) * slice_jobs]
             for factor in INTERARRIVALS:
+                where = f"{k * slice_jobs}:{(k + 1) * slice_jobs}"
                 jobs = scale_interarrival(part, factor)
+                jobs = jitter(jobs, jitter_s, seed, f"{name}:{where}:{factor}")
                 for mapping, spec in _mappings(procs).items():
                     case: dict[str, Any] = {
                         "trace": name,
-                        "slice": f"{k * slice_jobs}:{(k + 1) * slice_jobs}",
+                        "slice": where,
                         "interarrival": factor,
                         "mapping": mapping,
                     }
+                    if jitter_s > 0:
+                        case.update(jitter_s=jitter_s, seed=seed)
                     if only and any(str(case[k]) not in v for k, v in only.items()):
                         continue
                     if anchors is not None:
                         key = _case_key(case)
                         if key not in anchors:
                             raise SystemExit(
-                                f"--anchors: no figures for {key}; run the same "
-                                "--matrix (--slices, --slice-jobs) without --anchors first"
+                                f"--anchors: no figures for {key}; run the same --matrix "
+                                "(--slices, --slice-jobs, --jitter, --seed) without --anchors first"
                             )
                         case.update(anchors[key])
                     todo.append((case, jobs, spec, changes or {}))
@@ -185,7 +210,8 @@ def matrix(
         for case in pool.map(_case, todo):
             print(json.dumps(case), flush=True)
             cases.append(case)
-    print(json.dumps(_summary(cases)))
+    drawn = {"jitter_s": jitter_s, "seed": seed} if jitter_s > 0 else {}
+    print(json.dumps({**_summary(cases), **drawn}))
 
 
 class _Serial:
@@ -329,11 +355,30 @@ def main() -> None:
         help="--matrix: easy's and oned-easy's figures from this earlier --matrix output "
         "(same cases); only sam is replayed",
     )
+    parser.add_argument(
+        "--jitter",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="--matrix: move each submit later by 0 to SECONDS whole seconds, drawn from --seed, "
+        "for all three policies (default 0: the traces as recorded)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the draw of --jitter")
     args = parser.parse_args()
     if args.matrix:
         anchors = read_anchors(args.anchors) if args.anchors else None
         changes, only = _changes(args.set), _only(args.only)
-        matrix(args.slice_jobs, args.slices, args.workers, changes, args.traces, anchors, only)
+        matrix(
+            args.slice_jobs,
+            args.slices,
+            args.workers,
+            changes,
+            args.traces,
+            anchors,
+            only,
+            args.jitter,
+            args.seed,
+        )
     else:
         single(args)
 

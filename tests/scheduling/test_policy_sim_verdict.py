@@ -147,3 +147,33 @@ def test_only_keeps_the_cases_asked_for_and_the_summary_counts_them(
     assert len(cases) == 4 and summary["cases"] == 4  # two factors x two mappings
     with pytest.raises(SystemExit, match="--only"):
         ps._only(["wafer=16x16"])
+
+
+def test_jitter_moves_submits_by_the_seeds_draw_for_every_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ps = _policy_sim()
+    _write_traces(tmp_path)
+    jobs = ps.read_swf(tmp_path / "lublin_256.swf")
+    once, again = (ps.jitter(jobs, 60, 7, "case") for _ in range(2))
+    assert once == again  # the seed decides the draw
+    assert ps.jitter(jobs, 0, 7, "case") == jobs  # no jitter: the trace as recorded
+    assert once != ps.jitter(jobs, 60, 8, "case") != ps.jitter(jobs, 60, 7, "other")
+    by_id = {j.id: j for j in jobs}
+    for moved in once:  # later by whole seconds, at most 60; nothing else about a job changes
+        delay = moved.submit_s - by_id[moved.id].submit_s
+        assert 0 <= delay <= 60 and delay == int(delay)
+        assert replace(moved, submit_s=by_id[moved.id].submit_s) == by_id[moved.id]
+    assert [j.submit_s for j in once] == sorted(j.submit_s for j in once)
+
+    ps.matrix(8, 1, traces=tmp_path, jitter_s=60, seed=3)
+    rows = _cases(capsys.readouterr().out)
+    assert all(r["jitter_s"] == 60 and r["seed"] == 3 for r in rows)  # cases and summary
+    (tmp_path / "seed3.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    anchors = ps.read_anchors(tmp_path / "seed3.jsonl")
+    ps.matrix(8, 1, traces=tmp_path, anchors=anchors, jitter_s=60, seed=3)
+    assert _cases(capsys.readouterr().out) == rows  # sam replayed on the same draw: same lines
+    with pytest.raises(SystemExit, match="--jitter, --seed"):
+        ps.matrix(8, 1, traces=tmp_path, anchors=anchors, jitter_s=60, seed=4)  # another draw
+    with pytest.raises(SystemExit, match="--jitter, --seed"):
+        ps.matrix(8, 1, traces=tmp_path, anchors=anchors)  # the trace as recorded
