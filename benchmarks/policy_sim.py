@@ -176,13 +176,14 @@ def matrix(
     the summary line. With `anchors` (`read_anchors`), easy and oned-easy are not replayed:
     every case must be there. `jitter_s` > 0: each case's submits moved by `jitter`."""
     todo: list[_Todo] = []
+    drawn = dict(zip(JITTER_KEYS, (jitter_s, seed), strict=True)) if jitter_s > 0 else {}
     for name, procs in MATRIX_TRACES.items():
         path = next(traces.glob(f"{name}.swf*"))
         trace = read_swf(path, slice_jobs * slices)
         for k in range(slices):
             part = trace[k * slice_jobs : (k + 1) * slice_jobs]
+            where = f"{k * slice_jobs}:{(k + 1) * slice_jobs}"
             for factor in INTERARRIVALS:
-                where = f"{k * slice_jobs}:{(k + 1) * slice_jobs}"
                 jobs = scale_interarrival(part, factor)
                 jobs = jitter(jobs, jitter_s, seed, f"{name}:{where}:{factor}")
                 for mapping, spec in _mappings(procs).items():
@@ -191,9 +192,8 @@ def matrix(
                         "slice": where,
                         "interarrival": factor,
                         "mapping": mapping,
+                        **drawn,
                     }
-                    if jitter_s > 0:
-                        case.update(jitter_s=jitter_s, seed=seed)
                     if only and any(str(case[k]) not in v for k, v in only.items()):
                         continue
                     if anchors is not None:
@@ -210,7 +210,6 @@ def matrix(
         for case in pool.map(_case, todo):
             print(json.dumps(case), flush=True)
             cases.append(case)
-    drawn = {"jitter_s": jitter_s, "seed": seed} if jitter_s > 0 else {}
     print(json.dumps({**_summary(cases), **drawn}))
 
 
