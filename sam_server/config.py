@@ -52,6 +52,15 @@ class WaferConfig(BaseModel):
         return self
 
 
+class SharedDataset(BaseModel):
+    """A site's data set offered read-only to some tenants (the HPC /datasets tree)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$")
+    path: Path  # a host directory (or file) every wafer worker can read
+    tenants: list[str] = Field(default_factory=list)  # the tenants allowed; ["*"] = all
+
+
 class ClusterConfig(BaseModel):
     """The cluster file (``SAM_CLUSTER``): wafers and the number of compile servers."""
 
@@ -60,6 +69,7 @@ class ClusterConfig(BaseModel):
     compile_servers: int = Field(default=1, ge=1)
     # Compiles each compile server runs at once (`sam worker compile` runs that many threads).
     compile_slots: int = Field(default=2, ge=1, le=64)
+    datasets: list[SharedDataset] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ClusterConfig:

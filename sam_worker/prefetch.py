@@ -7,7 +7,7 @@ produced when the step needs it. It measures the host seconds each batch took to
 `InputTimeline` turns those seconds into simulated waiting: a step starts when the wafer is free
 AND its batch is ready; the loader may work on batch k once batch k - depth has been taken (the
 queue has a free slot). When data is slower than the wafer, steps wait, the wait is charged to
-the step's cycles, and the report says "input-bound" with the fraction of time spent waiting.
+the step's cycles, and the report says "input-bound" with the fraction of time spent waiting and `input_slowdown` (elapsed / compute).
 """
 
 from __future__ import annotations
@@ -146,6 +146,8 @@ class InputTimeline:
         return {
             "bound": "input-bound" if fraction >= 0.5 else "compute-bound",
             "input_wait_fraction": round(fraction, 4),
+            # how much longer the run took than the wafer alone (1.0: never waited for data)
+            "input_slowdown": round(total / self.compute_s, 4) if self.compute_s > 0 else 1.0,
             "input_wait_s": self.wait_s,
             "compute_s": self.compute_s,
             "mean_batch_load_s": self.load_s / steps,

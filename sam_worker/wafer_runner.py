@@ -11,7 +11,9 @@ from typing import Any
 from compiler.errors import ArtifactCorrupt
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
+from sam_server.errors import InvalidSpec
 from sam_server.services import lifecycle, results
+from sam_server.services.datasets import dataset_mounts
 from sam_server.states import RunEnd
 from sam_worker.compile_runner import artifact_root
 from sam_worker.identity import WORKER_ID
@@ -177,9 +179,19 @@ def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
     ctx.start_clock()
     workdir = ctx.workdir
     workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        datasets = _datasets(ctx)
+    except InvalidSpec as exc:  # removed since the submit, or no longer shared with the tenant
+        reporter.flush()
+        return RunOutcome.failed("invalid_spec", str(exc))
     batches = _prefetched(
         compiler.iter_batches(
-            claim.spec, claim.files, start_step + offset, workdir, should_stop=ctx.should_stop
+            claim.spec,
+            claim.files,
+            start_step + offset,
+            workdir,
+            should_stop=ctx.should_stop,
+            datasets=datasets,
         ),
         claim.spec,
         reporter,
@@ -205,6 +217,13 @@ def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
     finally:
         batches.close()
     return _outcome(ctx, result, job)
+
+
+def _datasets(ctx: RunContext) -> dict[str, Path]:
+    """{name: host path} of the data sets the job names, resolved for its own tenant."""
+    data = ctx.claim.spec.get("data") or {}
+    names = ([data["dataset"]] if data.get("dataset") else []) + list(data.get("datasets") or [])
+    return dataset_mounts(ctx.settings, ctx.claim.tenant, list(dict.fromkeys(names)))
 
 
 def _resume(
@@ -330,7 +349,7 @@ def _warn_if_input_bound(reporter: StepReporter, summary: dict[str, Any]) -> Non
     if summary["bound"] == "input-bound":
         reporter.line(
             f"input-bound: the wafer waited for data {100 * summary['input_wait_fraction']:.0f}% "
-            "of the simulated time; raise data_loading.prefetch_depth, set use_parallel_loader, "
+            f"of the simulated time (x{summary['input_slowdown']:.2f} slower than compute alone); raise data_loading.prefetch_depth, set use_parallel_loader, "
             "or make make_batch faster",
             "WARNING",
         )

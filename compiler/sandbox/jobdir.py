@@ -34,6 +34,19 @@ def mounts(scratch: Path) -> list[launcher.Mount]:
     ]
 
 
+DATASETS_ROOT = "/datasets"
+
+
+def dataset_binds(datasets: dict[str, Path]) -> list[launcher.Mount]:
+    """Data sets read-only at /datasets/NAME (names are checked plain at submit; again here)."""
+    binds = []
+    for name, host in sorted(datasets.items()):
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"data set name {name!r} is not a plain name")
+        binds.append(launcher.Mount(Path(host), f"{DATASETS_ROOT}/{name}"))
+    return binds
+
+
 def child_argv(*extra: str) -> list[str]:
     """The command run inside the sandbox: `python -I -S -B -c CHILD_MAIN /job ...`.
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.sandbox import frames, launcher
-from compiler.sandbox.jobdir import child_argv, mounts
+from compiler.sandbox.jobdir import child_argv, dataset_binds, mounts
 from compiler.sandbox.limits import DATA_LIMITS, SandboxLimits
 from compiler.sandbox.runner import output_error, prepare, read_result
 
@@ -30,11 +30,13 @@ def stream_batches(
     workdir: Path | None = None,
     limits: SandboxLimits | None = None,
     should_stop: Callable[[], bool] | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """make_batch(step, batch_size) for step = start_step, ... from a sandboxed child. The
     pipe's buffer bounds how far it runs ahead. The stream ends (StopIteration) as soon as
     `should_stop()` is true, even while waiting for a frame; closing it kills the sandbox and
-    every process make_batch started."""
+    every process make_batch started. `datasets` ({name: host path}) are bound read-only at
+    /datasets/NAME: only this sandbox sees them (never the compile's)."""
     limits = limits or DATA_LIMITS
     payload = {"spec": spec, "start_step": int(start_step)}
     scratch = prepare("batches", payload, files, workdir)
@@ -43,7 +45,8 @@ def stream_batches(
     guard = None
     try:
         with open(scratch / "stderr.txt", "wb") as stderr:
-            running = launcher.start(child_argv(), mounts(scratch), limits, write_fd, stderr)
+            binds = mounts(scratch) + dataset_binds(datasets or {})
+            running = launcher.start(child_argv(), binds, limits, write_fd, stderr)
         os.close(write_fd)
         write_fd = -1
         guard = launcher.OutputGuard(running, scratch / "out", limits)

@@ -73,6 +73,7 @@ def _submit(
             spec_yaml=body.spec_yaml,
             files=body.files,
             idempotency_key=idempotency_key,
+            settings=request.app.state.settings,
         )
         session.commit()
     request.app.state.submits_total.inc()

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+DATASET_NAME = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -63,6 +64,25 @@ class DataSpec(_Strict):
     file: str | None = None
     function: str | None = None
     batch_size: int = Field(default=64, ge=1, le=65536)
+    # Data sets mounted read-only at /datasets/NAME in the data sandbox (docs/data.md).
+    dataset: str | None = Field(default=None, pattern=DATASET_NAME)
+    datasets: list[str] = Field(default_factory=list, max_length=16)
+
+    @field_validator("datasets")
+    @classmethod
+    def _dataset_names(cls, v: list[str]) -> list[str]:
+        bad = [n for n in v if not re.match(DATASET_NAME, n)]
+        if bad:
+            raise ValueError(
+                f"data set names {bad} are not valid: letters, digits, '_', '-', '.' "
+                "(at most 64, not starting with '.')"
+            )
+        return v
+
+    def dataset_names(self) -> list[str]:
+        """Every data set the job names (data.dataset first), once each."""
+        names = ([self.dataset] if self.dataset else []) + self.datasets
+        return list(dict.fromkeys(names))
 
     @field_validator("input_shape")
     @classmethod
@@ -79,6 +99,14 @@ class DataSpec(_Strict):
             )
         if self.source == "synthetic" and self.function:
             raise ValueError("data.function is only for data.source 'file'")
+        if self.dataset_names():
+            if self.source != "file":
+                raise ValueError("data.dataset is read by a make_batch: set data.source 'file'")
+            if self.task is None or self.input_shape is None:
+                raise ValueError(
+                    "a job naming a data set declares data.task and data.input_shape "
+                    "(the compile never reads the data set)"
+                )
         return self
 
 
@@ -197,7 +225,8 @@ class InitFrom(_Strict):
     """Start from an earlier job's checkpoint (same tenant): its weights, optimizer state and
     step count, so the losses continue as that job resumed would."""
 
-    job: str = Field(min_length=2, max_length=24, pattern=r"^[a-z0-9]+$")
+    # a job id, or an array task's id (jabc_7)
+    job: str = Field(min_length=2, max_length=32, pattern=r"^[a-z0-9]+(_[0-9]+)?$")
     step: int | None = Field(default=None, ge=1)  # None: that job's newest checkpoint
 
 

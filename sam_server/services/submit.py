@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from sam_server.config import Settings
 from sam_server.db.models import Job
 from sam_server.schemas.jobs import job_view, view_of
 from sam_server.services.array_submit import array_view, submit_array
@@ -25,6 +26,8 @@ from sam_server.services.jobs import (
     new_job_values,
     request_hash,
 )
+from sam_server.services.datasets import dataset_mounts
+from sam_server.services.requirements import REQUIREMENTS_FILE, check_requirements
 from sam_server.services.spec_check import check_files, parse_spec
 
 
@@ -36,6 +39,7 @@ def submit_job(
     files: dict[str, str],
     spec_yaml: str | None = None,
     idempotency_key: str | None = None,
+    settings: Settings | None = None,
 ) -> Submitted:
     """Validate and store a job in state `queued`; nothing is written on rejection.
 
@@ -49,6 +53,8 @@ def submit_job(
         previous = _idempotent_replay(session, principal, idempotency_key, digest)
         if previous is not None:
             return Submitted(submitted_view(session, previous), created=False)
+    if REQUIREMENTS_FILE in files:
+        check_requirements(files[REQUIREMENTS_FILE])
     raw, directives = split_directives(load_raw_spec(spec, spec_yaml))
     check_directives(session, principal, directives)
     if directives.array is not None:
@@ -64,6 +70,8 @@ def submit_job(
     parsed = parse_spec(raw)
     check_files(parsed, files)
     check_submittable(session, principal, parsed)
+    if settings is not None:  # the data sets must exist (the worker checks again)
+        dataset_mounts(settings, tenant, parsed.data.dataset_names())
     check_queued_quota(session, principal)
     values = new_job_values(principal, parsed, files, idempotency_key, digest)
     values.update(directives.columns())

@@ -1,0 +1,1 @@
+"""Stored project files and data sets."""
