@@ -166,9 +166,14 @@ def load_job_file(
     """
     spec = read_yaml_file(path)
     spec = apply_cerebras_config(spec, path.resolve().parent, config)
-    return collect_files(
+    sent, files = collect_files(
         spec, path.resolve().parent, allow_outside=allow_outside, on_outside=on_outside
     )
+    requirements = path.resolve().parent / "requirements.txt"
+    if requirements.is_file() and "requirements.txt" not in files:
+        # checked at submit against the workers' packages (docs/data.md)
+        files["requirements.txt"] = _read_text(requirements, "requirements.txt")
+    return sent, files
 
 
 def apply_cerebras_config(
