@@ -43,8 +43,11 @@ class TracedStep:
 def example_batch(
     spec: dict[str, Any], files: dict[str, str] | None, source_dir: Path | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 0's batch, whose shapes and dtypes the graph is specialised to."""
-    if spec["data"].get("source", "synthetic") == "synthetic":
+    """Step 0's batch, whose shapes and dtypes the graph is specialised to. A job naming a data
+    set is compiled from its declared task and input_shape: the compile sandbox never sees the
+    data set (its frames are checked against the same declaration at run time)."""
+    data = spec["data"]
+    if data.get("source", "synthetic") == "synthetic" or data.get("dataset") or data.get("datasets"):
         return synthetic_batch(spec, 0)
     make_batch = load_batch_function(spec, files or {}, source_dir)
     try:

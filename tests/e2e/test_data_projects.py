@@ -110,7 +110,7 @@ def test_seed_project_trains_on_digits_with_eager_losses(cluster) -> None:  # ty
     )
     assert result.exit_code == 0, result.output
     job = _wait(cluster, token, result.stdout.strip())
-    assert job["state"] == "succeeded", job
+    assert job["state"] == "succeeded", (job.get("error"), job.get("error_kind"), job)
     raw, files = load_job_file(EXAMPLE / "job.yaml")
     assert "requirements.txt" in files  # sent beside job.yaml and checked at submit
     spec = JobSpec.model_validate(raw).model_dump(mode="json", by_alias=True)
@@ -154,7 +154,7 @@ def test_a_job_reads_its_tenants_dataset_memmapped(cluster) -> None:  # type: ig
     )
     assert r.status_code == 201, r.text
     job = _wait(cluster, token, r.json()["id"])
-    assert job["state"] == "succeeded", job
+    assert job["state"] == "succeeded", (job.get("error"), job.get("error_kind"), job)
     full = JobSpec.model_validate(spec).model_dump(mode="json", by_alias=True)
     x_all, y_all = np.load(root / "x.npy"), np.load(root / "y.npy")
 
