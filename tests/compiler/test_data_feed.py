@@ -103,3 +103,19 @@ def test_npy_feed_refuses_mismatched_files(tmp_path: Path) -> None:
     np.save(tmp_path / "y.npy", np.zeros(3, np.int64))
     with pytest.raises(ValueError, match="has 4 rows but"):
         NpyFeed(tmp_path / "x.npy", tmp_path / "y.npy")
+
+
+def test_a_feed_slower_than_the_wafer_reports_by_how_much() -> None:
+    from sam_worker.prefetch import InputTimeline
+
+    timeline = InputTimeline(depth=2, parallel=True)
+    for _ in range(10):
+        timeline.step(load_s=0.03, step_s=0.01)  # reading takes 3x the wafer's step
+    summary = timeline.summary()
+    assert summary["bound"] == "input-bound"
+    assert summary["input_slowdown"] == pytest.approx(3.0, rel=0.1)
+    fast = InputTimeline(depth=2, parallel=True)
+    for _ in range(10):
+        fast.step(load_s=0.001, step_s=0.01)
+    assert fast.summary()["bound"] == "compute-bound"
+    assert fast.summary()["input_slowdown"] == pytest.approx(1.0, abs=0.02)
