@@ -15,7 +15,6 @@ and the host time it takes is charged to the job (the report's `input` section).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -82,9 +81,7 @@ class CsvFeed:
 class ImageFolderFeed:
     """Images in root/<class name>/; the target is the class's index in sorted order."""
 
-    def __init__(
-        self, root: str | Path, size: tuple[int, int] = (28, 28), mode: str = "L"
-    ) -> None:
+    def __init__(self, root: str | Path, size: tuple[int, int] = (28, 28), mode: str = "L") -> None:
         root = Path(root)
         self.classes = sorted(p.name for p in root.iterdir() if p.is_dir())
         self.samples: list[tuple[Path, int]] = [
@@ -106,8 +103,8 @@ class ImageFolderFeed:
 
         with Image.open(path) as image:
             pixels = image.convert(self.mode).resize((self.size[1], self.size[0]))
-            array: Any = np.asarray(pixels, dtype=np.float32) / 255.0
-        return array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
+            array: np.ndarray = np.asarray(pixels, dtype=np.float32) / 255.0
+        return array[None] if array.ndim == 2 else np.transpose(array, (2, 0, 1))
 
     def batch(self, step: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         rows = np.arange(len(self.samples))[_rows(step, batch_size, len(self.samples))]

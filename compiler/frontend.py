@@ -47,7 +47,11 @@ def example_batch(
     set is compiled from its declared task and input_shape: the compile sandbox never sees the
     data set (its frames are checked against the same declaration at run time)."""
     data = spec["data"]
-    if data.get("source", "synthetic") == "synthetic" or data.get("dataset") or data.get("datasets"):
+    if (
+        data.get("source", "synthetic") == "synthetic"
+        or data.get("dataset")
+        or data.get("datasets")
+    ):
         return synthetic_batch(spec, 0)
     make_batch = load_batch_function(spec, files or {}, source_dir)
     try:

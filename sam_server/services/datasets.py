@@ -27,9 +27,7 @@ def unknown_dataset(name: str) -> InvalidSpec:
     )
 
 
-def resolve_dataset(
-    data_dir: Path, cluster: ClusterConfig, tenant: str, name: str
-) -> Path:
+def resolve_dataset(data_dir: Path, cluster: ClusterConfig, tenant: str, name: str) -> Path:
     """The host path of data set `name` for `tenant`; InvalidSpec (422) when it has none."""
     own = tenant_dataset_dir(data_dir, tenant, name)
     if tenant and own.exists():

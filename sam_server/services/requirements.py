@@ -49,9 +49,7 @@ def unmet_requirements(text: str) -> list[str]:
         if version is None:
             unmet.append(f"line {number} {line!r}: {req.name} is not installed on the workers")
         elif req.specifier and not req.specifier.contains(version, prereleases=True):
-            unmet.append(
-                f"line {number} {line!r}: the workers have {req.name} {version}"
-            )
+            unmet.append(f"line {number} {line!r}: the workers have {req.name} {version}")
     return unmet
 
 

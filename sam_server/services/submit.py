@@ -15,6 +15,7 @@ from sam_server.db.models import Job
 from sam_server.schemas.jobs import job_view, view_of
 from sam_server.services.array_submit import array_view, submit_array
 from sam_server.services.auth import Principal, tenant_of
+from sam_server.services.datasets import dataset_mounts
 from sam_server.services.directives import check_directives, split_directives
 from sam_server.services.jobs import (
     Submitted,
@@ -26,7 +27,6 @@ from sam_server.services.jobs import (
     new_job_values,
     request_hash,
 )
-from sam_server.services.datasets import dataset_mounts
 from sam_server.services.requirements import REQUIREMENTS_FILE, check_requirements
 from sam_server.services.spec_check import check_files, parse_spec
 

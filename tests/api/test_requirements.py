@@ -32,7 +32,13 @@ def test_installed_requirements_pass(client) -> None:  # type: ignore[no-untyped
 
 
 def test_options_urls_and_garbage_are_named() -> None:
-    unmet = unmet_requirements("-e .\npkg @ https://example.com/p.whl\n!!!\nfoo ; python_version < '3'\n")
-    assert [u.split(":")[0] for u in unmet] == ["line 1 '-e .'", "line 2 'pkg @ https", "line 3 '!!!'"]
+    unmet = unmet_requirements(
+        "-e .\npkg @ https://example.com/p.whl\n!!!\nfoo ; python_version < '3'\n"
+    )
+    assert [u.split(":")[0] for u in unmet] == [
+        "line 1 '-e .'",
+        "line 2 'pkg @ https",
+        "line 3 '!!!'",
+    ]
     assert "pip options are not supported" in unmet[0]
     assert "URL requirements" in unmet[1] and "not a requirement" in unmet[2]

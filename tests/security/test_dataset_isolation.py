@@ -36,7 +36,7 @@ class Net(nn.Module):
 WALKER = """import os
 import numpy as np
 
-MARK = "%s"[::-1]  # reversed here, so that this file does not hold the mark itself
+MARK = "@MARK@"[::-1]  # reversed here, so that this file does not hold the mark itself
 SKIP = ("/proc", "/sys", "/dev")
 
 
@@ -67,7 +67,7 @@ def make_batch(step, batch_size):
         if found:
             raise RuntimeError("FOUND " + " ".join(sorted(found)))
     return np.zeros((batch_size, 4), np.float32), np.zeros((batch_size, 1), np.float32)
-""" % MARK[::-1]
+""".replace("@MARK@", MARK[::-1])
 
 
 @pytest.fixture(scope="module")
