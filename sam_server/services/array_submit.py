@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -48,6 +49,7 @@ def submit_array(
     files: dict[str, str],
     idempotency_key: str | None,
     digest: str,
+    check_first: Callable[[JobSpec], None] | None = None,
 ) -> Submitted:
     """Store every task of `directives.array` in state `queued` (nothing on rejection).
 
@@ -61,6 +63,8 @@ def submit_array(
     first = _task_spec(raw, array_id, array.indices[0], count, templated)
     check_files(first, files)
     check_submittable(session, principal, first)
+    if check_first is not None:  # the submit's own checks (its data sets)
+        check_first(first)
     check_queued_quota(session, principal, adding=count)
     base = new_job_values(principal, first, files, None, digest)
     # The files are stored once, on the array (lifecycle reads them from there).

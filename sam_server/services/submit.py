@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from sam_server.config import Settings
 from sam_server.db.models import Job
+from sam_server.schemas.job_spec import JobSpec
 from sam_server.schemas.jobs import job_view, view_of
 from sam_server.services.array_submit import array_view, submit_array
 from sam_server.services.auth import Principal, tenant_of
@@ -66,12 +67,12 @@ def submit_job(
             files=files,
             idempotency_key=idempotency_key,
             digest=digest,
+            check_first=lambda first: _check_datasets(settings, tenant, first),
         )
     parsed = parse_spec(raw)
     check_files(parsed, files)
     check_submittable(session, principal, parsed)
-    if settings is not None:  # the data sets must exist (the worker checks again)
-        dataset_mounts(settings, tenant, parsed.data.dataset_names())
+    _check_datasets(settings, tenant, parsed)
     check_queued_quota(session, principal)
     values = new_job_values(principal, parsed, files, idempotency_key, digest)
     values.update(directives.columns())
@@ -91,6 +92,12 @@ def submit_job(
     # The row as stored: the values written, NULL for the columns left out.
     view = view_of(values.get, tenant, principal.name)
     return Submitted(view, created=True)
+
+
+def _check_datasets(settings: Settings | None, tenant: str, parsed: JobSpec) -> None:
+    """Every data set the job names exists for its tenant (the worker checks again)."""
+    if settings is not None:
+        dataset_mounts(settings, tenant, parsed.data.dataset_names())
 
 
 def submitted_view(session: Session, job: Job) -> dict[str, Any]:

@@ -113,3 +113,10 @@ def test_init_from_accepts_an_array_tasks_id(dclient) -> None:  # type: ignore[n
     assert r.status_code == 201, r.text
     missing = submit(dclient, alice, spec(run_options={"init_from": {"job": "jzzz_7"}}))
     assert missing.status_code == 422 and "no job 'jzzz_7' in your tenant" in missing.text
+
+
+def test_an_array_naming_an_unknown_dataset_is_refused(dclient) -> None:  # type: ignore[no-untyped-def]
+    _, eve = alice_and_eve(dclient)
+    r = submit(dclient, eve, spec(array="0-3", data=_data(dataset="imagenet")), files=FILES)
+    assert r.status_code == 422 and "no data set 'imagenet'" in r.json()["detail"]
+    assert dclient.get("/api/v1/jobs", headers=eve).json()["items"] == []
