@@ -8,7 +8,7 @@ Usage: python benchmarks/policy_sim.py [TRACE] [--wafers N] [--wafer-rows R] [--
                                        [--jitter SECONDS --seed N]
 Each policy runs exactly as `sam sim TRACE ... --policy P -o json` would. One trace: one line
 per policy, then one JSON line {"trace", "cluster", "fcfs": {...}, ...}. --matrix: every case
-(both shared traces x inter-arrival 1.0/0.7/0.5 x four slices x two PE mappings), one JSON line
+(both traces in traces/ x inter-arrival 1.0/0.7/0.5 x four slices x two PE mappings), one JSON line
 per case, then the summary {"cases", "sam_beats_easy_all_figures", "worst_bsld_ratio_vs_easy",
 "worst_util_delta_vs_easy", "worst_bsld_ratio_vs_oned", ...}. sam beats easy on a case when its
 bounded slowdown is at most 0.8x easy's, its utilization at least easy's, and its p95 and max
@@ -50,7 +50,7 @@ from sam_server.scheduling.model import PolicyConfig, PriorityWeights
 from wse_sim.arch import WSE2
 
 KEYS = ("utilization", "avg_wait_s", "avg_bounded_slowdown", "max_wait_s", "fairness_jain")
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "traces"  # shipped with SAM
 MATRIX_TRACES = {"lublin_256": 256, "NASA-iPSC-1993-3.1-cln": 128}
 """Trace name -> processors of the machine it was recorded on."""
 INTERARRIVALS = (1.0, 0.7, 0.5)
@@ -312,7 +312,7 @@ def main() -> None:
         "trace",
         nargs="?",
         default=str(TRACES / "lublin_256.swf"),
-        help="an SWF trace (default: ../shared/traces/lublin_256.swf beside the checkout)",
+        help="an SWF trace (default: traces/lublin_256.swf)",
     )
     parser.add_argument("--wafers", type=int, default=1)
     parser.add_argument("--wafer-rows", type=int, default=WSE2.rows)

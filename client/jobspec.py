@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-# The spec fields that name a file uploaded with the job (CONTRACT section 1).
+# The spec fields that name a file uploaded with the job (docs/contract.md section 1).
 MAX_JOB_FILE_BYTES = 1 << 20  # the server's default request limit; a spec is a few hundred bytes
 FILE_FIELDS: tuple[tuple[str, str], ...] = (("model", "file"), ("data", "file"))
 

@@ -1,4 +1,4 @@
-"""A small Python SDK over SAM's REST API (CONTRACT section 2); the `sam` CLI is built on it.
+"""A small Python SDK over SAM's REST API (docs/contract.md section 2); the `sam` CLI is built on it.
 
     from client.sdk import SamClient
     with SamClient("http://127.0.0.1:8000", token) as sam:

@@ -5,7 +5,7 @@ GB for the whole job (`24` = 24 GB, `0.5` = 512 MB in decimal GB: 1 GB = 1e9 byt
 a unit is a per-job budget too (`"64MB"`, `"1.5GiB"`), unless it ends in `/PE`: `"2KiB/PE"` keeps
 SAM's older meaning, a cap on the activation bytes of every PE (which makes a kernel spread over
 more PEs; it never changes the training step). A bare integer above LEGACY_PER_PE_ABOVE keeps
-that older meaning too (CONTRACT §1 wrote the key as "per-PE bytes"): no wafer has that many GB
+that older meaning too (docs/contract.md section 1 wrote the key as "per-PE bytes"): no wafer has that many GB
 of SRAM (a WSE-3 has 44 GB), so such a number cannot be a per-job GB budget, while a per-PE cap
 of 64 bytes or fewer could not hold a single activation row. Lowering a per-job budget below what the step
 stashes makes the compiler split the batch into micro-batches with gradient accumulation.
@@ -31,7 +31,9 @@ _UNITS = {
 }
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*(/\s*pe)?\s*$", re.IGNORECASE)
 GB = 10**9
-LEGACY_PER_PE_ABOVE = 64  # a bare integer above this is CONTRACT's per-PE byte cap
+LEGACY_PER_PE_ABOVE = (
+    64  # a bare integer above this is the per-PE byte cap docs/contract.md first wrote
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class ActivationBudget:
 
 def parse_activation_budget(value: object) -> ActivationBudget | None:
     """None -> None; a number up to 64 -> GB per job; an integer above 64 -> bytes per PE (the
-    CONTRACT's form); "64MB" -> bytes per job; "2KiB/PE" -> bytes per PE.
+    the first form in docs/contract.md); "64MB" -> bytes per job; "2KiB/PE" -> bytes per PE.
 
     Raises ValueError with the accepted forms for anything else (zero, negative, unknown unit).
     """

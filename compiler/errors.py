@@ -1,7 +1,7 @@
 """Compile errors a user can act on.
 
 Every failure of `compiler.compile_job` raises a `CompileError` subclass. `.kind` is the job's
-`error.kind` (CONTRACT section 2), `.message` says what to do next and `.details` is JSON-able
+`error.kind` (docs/contract.md section 2), `.message` says what to do next and `.details` is JSON-able
 (the list of unsupported ops, the memory breakdown, the traceback of a model that raised).
 """
 

@@ -1,6 +1,6 @@
 """Settings (environment variables with the ``SAM_`` prefix) and the cluster file.
 
-CONTRACT section 4. Every setting is also a flag of the command that uses it.
+docs/contract.md section 4. Every setting is also a flag of the command that uses it.
 """
 
 from __future__ import annotations

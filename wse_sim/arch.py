@@ -2,7 +2,7 @@
 
 Tags: "doc" = stated in vendor docs, code or papers; "derived" = arithmetic on doc numbers;
 "assume" = a modelling default with no public source. Sources are the [S#] keys of
-/work/shared/reference/wse-anchors.md (section a and Appendix A).
+docs/architecture.md ("Hardware constants and their sources").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ these pages is fetched from another host: Swagger UI's online spec validator is 
 ReDoc's Google fonts are not linked.
 
 "Try it out" needs a token: the OpenAPI document declares the bearer scheme on every `/api/`
-operation (CONTRACT: every call but /healthz, /readyz and /metrics takes the token), so the page's
+operation (docs/contract.md: every call but /healthz, /readyz and /metrics takes the token), so the page's
 "Authorize" button takes a SAM token and sends `Authorization: Bearer <token>`. It is added to the
 generated document rather than declared route by route because several routes read the header
 themselves (a submit in its worker thread, the live streams before they open).

@@ -1,4 +1,4 @@
-"""SQLAlchemy 2.0 models. The database is SAM's source of truth (DESIGN: decisions already taken).
+"""SQLAlchemy 2.0 models. The database is SAM's source of truth (docs/architecture.md, "Decisions").
 
 Only `sam_server.services.transitions.transition` writes `Job.state`.
 """

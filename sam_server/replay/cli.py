@@ -1,4 +1,4 @@
-"""`sam sim`: replay an SWF trace through a scheduling policy (CONTRACT section 3).
+"""`sam sim`: replay an SWF trace through a scheduling policy (docs/contract.md section 3).
 
 A standalone click command, loaded by the `sam` CLI through the `sam.commands` entry point.
 """

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SimResult:
-    """The outcome of one replay (CONTRACT section 3 fields first, then extras)."""
+    """The outcome of one replay (docs/contract.md section 3 fields first, then extras)."""
 
     policy: str
     jobs: int

@@ -52,7 +52,7 @@ class PolicyWafer:
 
 @dataclass(frozen=True)
 class PolicyQuota:
-    """A tenant's limits (None = no limit) and fair-share weight, as in CONTRACT section 2."""
+    """A tenant's limits (None = no limit) and fair-share weight, as in docs/contract.md section 2."""
 
     max_pes: int | None = None
     max_running_jobs: int | None = None

@@ -1,4 +1,4 @@
-"""The job spec (`job.yaml`), CONTRACT section 1.
+"""The job spec (`job.yaml`), docs/contract.md section 1.
 
 Every model forbids unknown keys so that a typo fails at submit instead of being ignored.
 Workers receive `JobSpec.model_dump(mode="json")`: a plain dict with every default filled in.

@@ -1,4 +1,4 @@
-"""Request and response bodies for jobs (CONTRACT section 2, "Jobs")."""
+"""Request and response bodies for jobs (docs/contract.md section 2, "Jobs")."""
 
 from __future__ import annotations
 

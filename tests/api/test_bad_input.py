@@ -1,4 +1,4 @@
-"""Bad input: the status CONTRACT section 2 names, a message naming the problem, nothing written."""
+"""Bad input: the status docs/contract.md section 2 names, a message naming the problem, nothing written."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def test_openapi_declares_the_bearer_scheme_on_every_protected_route(docs_client
             if path.startswith("/api/"):
                 assert operation.get("security") == [{name: []}], f"{method} {path}"
                 protected += 1
-            else:  # CONTRACT: /healthz, /readyz and /metrics need no token
+            else:  # docs/contract.md: /healthz, /readyz and /metrics need no token
                 assert "security" not in operation, f"{method} {path}"
                 unprotected += 1
     assert protected >= 20 and unprotected == 3

@@ -1,4 +1,4 @@
-"""Tenants, users and tokens: who may do what (CONTRACT section 2)."""
+"""Tenants, users and tokens: who may do what (docs/contract.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An in-memory SAM API (CONTRACT section 2) behind httpx.MockTransport, for client unit tests.
+"""An in-memory SAM API (docs/contract.md section 2) behind httpx.MockTransport, for client unit tests.
 
 It implements the same interface as the real server, small: enough state for the CLI's calls.
 """

@@ -15,23 +15,10 @@ from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceJob, read_swf, shape_for_pes
 from sam_server.scheduling import PolicyConfig, easy_config
 
-
-def _traces_dir() -> Path:
-    """The shared traces: SAM_TRACES_DIR, else ../shared/traces beside the checkout (as CI lays
-    it out), else /work/shared/traces."""
-    import os
-
-    for candidate in (
-        os.environ.get("SAM_TRACES_DIR"),
-        Path(__file__).resolve().parents[3] / "shared" / "traces",
-        "/work/shared/traces",
-    ):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return Path("/work/shared/traces")
+TRACES = Path(__file__).resolve().parents[2] / "traces"  # the traces shipped with SAM
 
 
-LUBLIN = _traces_dir() / "lublin_256.swf"
+LUBLIN = TRACES / "lublin_256.swf"
 FIELDS = (
     "policy",
     "jobs",
@@ -141,7 +128,6 @@ def test_a_large_job_is_not_starved_by_a_stream_of_small_ones() -> None:
         assert result.max_wait_s < 150.0  # the big job waits for its reservation, not the stream
 
 
-@pytest.mark.skipif(not LUBLIN.exists(), reason="the shared traces are not mounted")
 def test_on_a_lublin_prefix_sam_beats_easy_beats_fcfs_on_bounded_slowdown() -> None:
     jobs = read_swf(LUBLIN, limit=150)
     spec = ClusterSpec(1, 16, 16, 1)

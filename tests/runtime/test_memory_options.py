@@ -84,7 +84,7 @@ def test_budget_below_one_sample_is_a_clear_compile_oom() -> None:
 
 @pytest.mark.parametrize("budget", ["2KiB/PE", 2048])
 def test_per_pe_form_keeps_the_older_cap_without_micro_batching(budget: Any) -> None:
-    """'/PE', and a bare integer above 64 as CONTRACT first wrote the key, cap bytes per PE."""
+    """'/PE', and a bare integer above 64 as docs/contract.md first wrote the key, cap bytes per PE."""
     spec = _spec(compile_options={"max_activation_memory": budget})
     result = compile_job(spec, {}, region=(6, 6), cache_dir=_CACHE)
     assert "activation_budget" not in result.summary

@@ -16,7 +16,7 @@ from wse_sim.runtime.job import LoadedJob, StepResult
 
 @dataclass(frozen=True)
 class StepRecord(StepResult):
-    """One finished step, as the worker streams it: CONTRACT's metrics row (the step's
+    """One finished step, as the worker streams it: the metrics row of docs/contract.md (the step's
     `StepResult` and its number)."""
 
     step: int = field(kw_only=True)
