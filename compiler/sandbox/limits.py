@@ -39,7 +39,7 @@ class SandboxUnavailable(CompileError):
     def __init__(self, missing: str) -> None:
         super().__init__(
             f"tenant code refused: this worker cannot build its sandbox ({missing}); "
-            "the operator must fix the worker (see README, 'Tenant code sandbox')",
+            "the operator must fix the worker (see docs/sandbox.md)",
             {"sandbox": "unavailable", "missing": missing},
         )
 

@@ -206,7 +206,7 @@ class CompileOptions(_Strict):
     target_device: Literal["WSE-2", "WSE-3"] = "WSE-2"
     fp16_enabled: bool = False
     optimizer_state_offload: bool = False
-    # A number is the seed's per-job budget in GB; "2KiB/PE" the older per-PE cap (see README).
+    # A number is the seed's per-job budget in GB; "2KiB/PE" the older per-PE cap (docs/training.md).
     max_activation_memory: float | str | None = None
     execution_mode: Literal["pipelined", "weight_streaming"] = "pipelined"
     # Gradient checkpointing: the backward recomputes the activations kept only for it.

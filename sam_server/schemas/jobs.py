@@ -83,9 +83,9 @@ class JobRead(BaseModel):
     progress: Progress
     error: JobError | None
     compile: CompileInfo | None
-    # Set once retention deleted this ended job's logs and step metrics (README "Retention").
+    # Set once retention deleted this ended job's logs and step metrics (docs/operator-guide.md, "Operating at scale").
     history_purged_at: datetime | None = None
-    # Arrays, dependencies, holds (README "Job arrays, dependencies, holds").
+    # Arrays, dependencies, holds (docs/slurm.md).
     array_job_id: str | None = None
     array_task_id: int | None = None
     hold: Literal["user", "admin"] | None = None

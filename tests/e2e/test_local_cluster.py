@@ -74,8 +74,12 @@ def _readme_flow_after_demo(tmp_path: Path, port: int) -> None:
 
         sam("admin", "tenant", "create", "physics", "--max-pes", "200000", "--share", "2")
         env["SAM_TOKEN"] = sam("admin", "user", "create", "physics", "alice").strip()
-        sam("submit", str(REPO / "examples" / "mlp" / "job.yaml"), "--wait")
+        submitted = sam("submit", str(REPO / "examples" / "mlp" / "job.yaml"), "--wait")
+        job_id = submitted.split()[2]  # "Submitted job ID to tenant physics"
         assert "mlp-synthetic" in sam("queue", "--all")
+        assert "LOSS" in sam("metrics", job_id)
+        sam("fetch", job_id, "--checkpoint", "10")  # the README's example saves one every 10 steps
+        assert (tmp_path / job_id / "checkpoints" / "step-00000010.npz").is_file()
     finally:
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGTERM)
