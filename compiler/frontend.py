@@ -22,6 +22,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from compiler import ops
+from compiler.autograd_functions import custom_functions
 from compiler.data import normalize_batch, synthetic_batch
 from compiler.errors import ModelError
 from compiler.fx_to_ir import fx_to_ir
@@ -93,7 +94,14 @@ def _trace(
 ) -> torch.fx.GraphModule:
     functional = torch.func.functionalize(step_fn, remove="mutations")
     try:
-        with sdpa_kernel([SDPBackend.MATH]), _static_graph_tracing():
+        with (
+            sdpa_kernel([SDPBackend.MATH]),
+            _static_graph_tracing(),
+            # eager's CPU backend choices (mkldnn_rnn_layer for nn.LSTM/GRU) are not the model's
+            # ops: without mkldnn the RNN decomposes to matmuls and pointwise ops
+            _without_mkldnn(),
+            custom_functions(),
+        ):
             return make_fx(
                 functional,
                 decomposition_table=ops.decomposition_table(),
@@ -115,6 +123,18 @@ def micro_batch(batch: tuple[np.ndarray, np.ndarray], count: int) -> tuple[np.nd
         return batch
     size = batch[0].shape[0] // count
     return batch[0][:size], batch[1][:size]
+
+
+@contextmanager
+def _without_mkldnn() -> Iterator[None]:
+    """mkldnn off while tracing (only the enabled flag: `torch.backends.mkldnn.flags` resets the
+    TF32 flag too, which warns on every trace)."""
+    saved = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(saved)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.core_ops import CORE_KERNEL_OPS, REFUSED, core_decompositions
 from wse_sim.ops import ANCHOR_OPS, REDUCTION_OPS
 
 # Ops kept whole (not decomposed) because a wafer kernel implements each as one program: the
@@ -179,7 +180,6 @@ SUGGESTIONS: dict[str, str] = {
     "aten.index.Tensor": "advanced indexing; use embedding (F.embedding) or one-hot @ matrix",
     "aten.index_put.default": "use torch.where with a mask instead of indexed assignment",
     "aten.native_batch_norm.default": "call batch norm through nn.BatchNorm*d / F.batch_norm (SAM traces those with running statistics)",
-    "aten.native_group_norm.default": "group norm has no wafer kernel; use nn.LayerNorm",
     "aten.sym_size.int": "reads a data-dependent size; keep tensor shapes static",
     "aten.is_nonzero.default": "Python control flow on a tensor value (if/while on a tensor); use torch.where so the graph is static",
     "aten._local_scalar_dense.default": "a .item()/bool(tensor) call makes control flow data-dependent; keep values as tensors (torch.where)",
@@ -221,12 +221,16 @@ def decomposition_table() -> dict[Any, Any]:
     for op in list(table):
         if str(op) in SUPPORTED_OPS:  # the runtime has a kernel: keep the op whole
             del table[op]
-    # Composite ops that core ATen keeps but SAM decomposes further (fewer kernels to write).
+    # Composite ops that core ATen keeps but SAM decomposes further (fewer kernels to write),
+    # and the core ops of `compiler.core_ops.CORE_DECOMPOSED` (group norm, padding modes...).
     from torch._decomp import get_decompositions
 
     aten = torch.ops.aten
     table.update(
         get_decompositions([aten.addcmul, aten.addcdiv, aten.lerp.Tensor, aten.empty_permuted])
+    )
+    table.update(
+        {op: fn for op, fn in core_decompositions().items() if str(op) not in SUPPORTED_OPS}
     )
     return table
 
@@ -280,7 +284,9 @@ TRANSFORMER_OPS = frozenset(
         "aten.exp2.default",
     }
 )
-SUPPORTED_OPS = SUPPORTED_OPS | TRANSFORMER_OPS
+SUPPORTED_OPS = SUPPORTED_OPS | TRANSFORMER_OPS | CORE_KERNEL_OPS
+# The core ops SAM refuses say why (compiler.core_ops.REFUSED), beside the hints above.
+SUGGESTIONS.update({op: why for op, why in REFUSED.items() if op not in SUPPORTED_OPS})
 SUGGESTIONS.pop("aten.cumsum.default", None)
 SUGGESTIONS.pop("aten.index.Tensor", None)
 SUGGESTIONS.pop("aten.index_put.default", None)
