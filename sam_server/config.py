@@ -90,55 +90,97 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SAM_", extra="ignore")
 
+    # development or production; production refuses to start without SAM_ADMIN_TOKEN.
     env: Literal["development", "production"] = "development"
+    # Artifacts, checkpoints, logs, reports, the SQLite database and the embedded broker.
     data_dir: Path = Path("./sam-data")
+    # SQLAlchemy URL of the database (postgresql://...); unset: SQLite under SAM_DATA_DIR.
     database_url: str | None = None
+    # Celery broker URL (redis://...); unset: the embedded filesystem broker under SAM_DATA_DIR.
     broker_url: str | None = None
+    # The cluster admin's token; unset in development: one is generated into admin.token.
     admin_token: str | None = None
+    # The cluster file (wafers, compile servers, shared data sets); unset: two full WSE-2 wafers.
     cluster: Path | None = None
+    # Largest request body the API accepts (413 above it).
     max_body_bytes: int = 1024 * 1024
+    # Largest `limit` of a listing (GET /jobs and the like).
     max_page_size: int = 500
-    submit_rate_per_s: float = 0.0  # per-tenant token bucket; 0 disables it
-    # Submits one server process works on at once (the rest wait on its event loop). A few keep
-    # the GIL hand-offs between request threads short: under load, 4 gave ~1,200 submits/s and
-    # p99 ~30 ms where anyio's 40 threads gave ~870/s and ~95 ms (benchmarks/README.md).
+    # Submits per second per tenant (a token bucket; 429 above it); 0 = no limit.
+    submit_rate_per_s: float = 0.0
+    # Submits one server process works on at once (the rest wait on its event loop): 4 gave
+    # ~1,200 submits/s at p99 ~30 ms where anyio's 40 threads gave ~870/s at ~95 ms.
     submit_concurrency: int = Field(default=4, ge=1)
+    # Seconds between planning cycles when no job event wakes the scheduler earlier.
     scheduler_interval_s: float = 1.0
+    # Seconds a worker's claim on a job lasts without renewal before the job is requeued.
     lease_s: float = 30.0
+    # Seconds between a worker's lease renewals and heartbeats.
     heartbeat_s: float = 5.0
-    # a compile server silent this long is removed from the cluster view (offline after 3 beats)
+    # A compile server silent this long is removed from the cluster view (offline after 3 beats).
     compile_server_expire_s: float = 300.0
+    # Attempts lost to dead workers before a job fails with worker_lost.
     max_attempts: int = 3
     # Slurm's kill_invalid_depend for the whole cluster: cancel a job whose dependency can
     # never be met (a job can also ask for it with `kill_invalid_depend: true`).
     kill_invalid_depend: bool = False
-    preempt_min_run_s: float = 60.0  # a job runs at least this long before it may be preempted
+    # Seconds a job runs at least before it may be preempted.
+    preempt_min_run_s: float = 60.0
+    # Preemptions, migrations and suspensions one job may suffer in all.
     max_preemptions_per_job: int = 3
-    # Selective suspension (PolicyConfig's suspend_* and requeue_stopped, which say what each
-    # does): a short job that has waited long may stop a running job of its own class. Unset
-    # (None) = the policy's own default, so the live scheduler runs what the replay measured.
-    suspend_factor: float | None = Field(default=None, ge=0)  # 0 = off
-    suspend_max: int | None = Field(default=None, ge=0)  # 0 = only max_preemptions_per_job
-    suspend_again_factor: float | None = Field(default=None, ge=0)  # 0 = never past suspend_max
-    suspend_wait_share: float | None = Field(default=None, ge=0)  # 0 = off
+
+    # Selective suspension (PolicyConfig's suspend_* and requeue_stopped say what each does): a
+    # short job that has waited long may stop a running job of its own class. Unset (None) = the
+    # policy's own default, so the live scheduler runs what the replay measured.
+
+    # How many times a running job's bounded slowdown so far a waiting job's must be to stop it
+    # (policy default 10); 0 = off.
+    suspend_factor: float | None = Field(default=None, ge=0)
+    # Times a job may be suspended before only SAM_SUSPEND_AGAIN_FACTOR's higher bar stops it
+    # again (policy default 1); 0 = only SAM_MAX_PREEMPTIONS_PER_JOB bounds it.
+    suspend_max: int | None = Field(default=None, ge=0)
+    # Past SAM_SUSPEND_MAX, a job is suspended again only for one this many times further
+    # behind than the first bar (policy default 10); 0 = never.
+    suspend_again_factor: float | None = Field(default=None, ge=0)
+    # A job is suspended only if its own wait plus the waiting job's time limit is at most this
+    # share of that job's wait so far (policy default 0 = off).
+    suspend_wait_share: float | None = Field(default=None, ge=0)
+    # A stopped job's seniority counts from when it was stopped, not from when it became
+    # eligible (policy default true).
     requeue_stopped: bool | None = None
+
     # Drain stop (PolicyConfig's drain_stop_*): a big job waiting for a wafer to drain stops the
     # few jobs left in its way. Unset (None) = the policy's default.
-    drain_stop_share: float | None = Field(default=None, ge=0, le=1)  # 0 = off
+
+    # The most of a big waiting job's PEs the jobs stopped for it may hold (policy 0.5); 0 = off.
+    drain_stop_share: float | None = Field(default=None, ge=0, le=1)
+    # The least share of a wafer a job needs for drain stop (policy default 0.5).
     drain_stop_min_job: float | None = Field(default=None, ge=0, le=1)
+    # A running job with less time left than this is waited for, not stopped (policy 1800).
     drain_stop_min_left_s: float | None = Field(default=None, ge=0)
+
     # Scale (issue 11): log following, stored history, checkpoints.
-    follow_poll_s: float = Field(default=0.5, gt=0)  # one database poll per tick, all followers
-    follow_heartbeat_s: float = Field(default=15.0, gt=0)  # an SSE comment on a quiet stream
-    log_every_steps: int = Field(default=100, ge=1)  # a training log line every N steps
-    metrics_recent_steps: int = Field(default=200, ge=1)  # steps kept as plain rows
-    metrics_chunk_steps: int = Field(default=500, ge=1)  # older steps packed this many a row
-    checkpoint_keep: int = Field(default=3, ge=1)  # newest checkpoints kept per job
-    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535)  # its /metrics; 0 = off
-    metrics_host: str = "127.0.0.1"  # where non-API processes serve /metrics
-    # compile servers' and wafer workers' /metrics: the first such process of `sam up` serves on
-    # this port, the next on port + 1, ...; 0 = off
+
+    # Seconds between the database polls that serve every log, metrics and event follower.
+    follow_poll_s: float = Field(default=0.5, gt=0)
+    # Seconds of quiet after which a stream gets an SSE comment (keeps proxies from closing it).
+    follow_heartbeat_s: float = Field(default=15.0, gt=0)
+    # A training log line every N steps (every step's numbers are in `sam metrics`).
+    log_every_steps: int = Field(default=100, ge=1)
+    # The newest steps of a job kept as plain rows of step metrics.
+    metrics_recent_steps: int = Field(default=200, ge=1)
+    # Older steps are packed this many to a compressed row.
+    metrics_chunk_steps: int = Field(default=500, ge=1)
+    # Newest checkpoints kept per job.
+    checkpoint_keep: int = Field(default=3, ge=1)
+    # Port of the scheduler's /metrics; 0 = off.
+    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Host on which processes other than the API serve /metrics.
+    metrics_host: str = "127.0.0.1"
+    # Port of the compile servers' /metrics: the first such process of `sam up` serves on this
+    # port, the next on port + 1, ...; 0 = off.
     compile_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Port of the wafer workers' /metrics (numbered as the compile servers'); 0 = off.
     wafer_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Compile slots one tenant may hold at once; 0 = all but one when there are several (one
     # tenant's slow models then never hold every slot while another tenant's compile waits).
@@ -146,6 +188,7 @@ class Settings(BaseSettings):
     # Logs and step metrics of jobs ended longer ago than this are deleted (the job row, its
     # attempts and its summary stay, for accounting); 0 = keep forever.
     history_retention_days: float = Field(default=30.0, ge=0)
+    # Seconds between the scheduler's checks for history to purge.
     history_purge_every_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
