@@ -191,6 +191,18 @@ class Settings(BaseSettings):
     # Seconds between the scheduler's checks for history to purge.
     history_purge_every_s: float = Field(default=300.0, gt=0)
 
+    # Rows one transaction of a bulk change writes (an array's submit, cancel, hold, release,
+    # requeue; artifact reuse) before it commits and lets other tenants' requests in.
+    bulk_chunk_rows: int = Field(default=2000, ge=1, le=30_000)
+    # Pause between a bulk change's transactions; unset: 0.1 s on SQLite (one writer at a time),
+    # none on PostgreSQL (row locks let the others through).
+    bulk_pause_s: float | None = Field(default=None, ge=0, le=10)
+    # Unfinished jobs (array tasks count one each) a tenant may have; a submit past it is a 429
+    # that says how many it has. A tenant quota's max_queued_jobs, where set, is used instead.
+    max_queued_jobs: int = Field(default=200_000, ge=1)
+    # Tasks one array may have (Slurm's MaxArraySize); a larger --array is a 422.
+    max_array_tasks: int = Field(default=100_000, ge=1, le=1_000_000)
+
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:
         if self.env == "production" and not self.admin_token:

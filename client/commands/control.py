@@ -46,10 +46,13 @@ def report_outcome(job_id: str, outcome: dict[str, Any], done: str) -> None:
         else:
             click.echo(f"job {job_id} unchanged: {unchanged[0]['why']}")
         return
-    line = f"array {job_id}: {len(changed)} task{'s' if len(changed) != 1 else ''} {done}"
-    if unchanged:
+    # An array's answer lists the first tasks of each kind and counts them all.
+    n_changed = outcome.get("changed_count", len(changed))
+    n_unchanged = outcome.get("unchanged_count", len(unchanged))
+    line = f"array {job_id}: {n_changed} task{'s' if n_changed != 1 else ''} {done}"
+    if n_unchanged:
         whys = sorted({u["why"] for u in unchanged})
-        line += f", {len(unchanged)} unchanged ({'; '.join(whys[:3])})"
+        line += f", {n_unchanged} unchanged ({'; '.join(whys[:3])})"
     click.echo(line)
 
 

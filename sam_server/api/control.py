@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from sam_server.api.deps import PrincipalDep, SessionDep
 from sam_server.services import control
+from sam_server.services.bulk import Pace
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
 
@@ -24,24 +25,32 @@ class JobUpdate(BaseModel):
 
 
 @router.post("/jobs/{job_id}/hold")
-def hold(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def hold(
+    job_id: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> dict[str, Any]:
     """Keep a waiting job (or an array's waiting tasks) out of placement until released;
     409 for a job that already started."""
-    return control.hold(session, principal=principal, job_id=job_id).view()
+    pace = Pace.of(request.app.state.settings, session)
+    return control.hold(session, principal=principal, job_id=job_id, pace=pace).view()
 
 
 @router.post("/jobs/{job_id}/release")
-def release(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def release(
+    job_id: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> dict[str, Any]:
     """Lift a hold (403 for an admin's hold, unless the caller is a cluster admin)."""
-    return control.release(session, principal=principal, job_id=job_id).view()
+    pace = Pace.of(request.app.state.settings, session)
+    return control.release(session, principal=principal, job_id=job_id, pace=pace).view()
 
 
 @router.post("/jobs/{job_id}/requeue")
 def requeue(
-    job_id: str, session: SessionDep, principal: PrincipalDep, hold: bool = False
+    job_id: str, request: Request, session: SessionDep, principal: PrincipalDep, hold: bool = False
 ) -> dict[str, Any]:
     """A running job checkpoints, frees its region and waits again (`hold=true`: held too)."""
-    return control.requeue(session, principal=principal, job_id=job_id, hold_it=hold).view()
+    pace = Pace.of(request.app.state.settings, session)
+    outcome = control.requeue(session, principal=principal, job_id=job_id, hold_it=hold, pace=pace)
+    return outcome.view()
 
 
 @router.patch("/jobs/{job_id}")

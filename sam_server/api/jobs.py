@@ -16,6 +16,8 @@ from sam_server.errors import BadRequest, NotFound
 from sam_server.schemas.jobs import ArraySubmitted, DryRun, JobPage, JobRead, JobSubmit, job_view
 from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
+from sam_server.services.array_control import BulkOutcome
+from sam_server.services.bulk import Pace
 from sam_server.services.submit import submit_job
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
@@ -117,12 +119,14 @@ def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> Respon
 
 
 @router.post("/jobs/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=JobRead)
-def cancel(job_id: str, session: SessionDep, principal: PrincipalDep) -> Response:
+def cancel(job_id: str, request: Request, session: SessionDep, principal: PrincipalDep) -> Response:
     """Cancel; 409 if the job had already ended. An array's id cancels every unfinished task
-    and answers `{id, changed, unchanged}`."""
-    outcome = control.cancel(session, principal=principal, job_id=job_id)
-    single = len(outcome.changed) == 1 and outcome.changed[0].id == job_id
-    body = job_view(outcome.changed[0]) if single else outcome.view()
+    and answers `{id, changed, unchanged, changed_count, unchanged_count}`."""
+    pace = Pace.of(request.app.state.settings, session)
+    outcome = control.cancel(session, principal=principal, job_id=job_id, pace=pace)
+    if isinstance(outcome, BulkOutcome):
+        return JSONResponse(outcome.view(), status_code=status.HTTP_202_ACCEPTED)
+    body = job_view(outcome.changed[0])
     return JSONResponse(body, status_code=status.HTTP_202_ACCEPTED)
 
 

@@ -133,7 +133,7 @@ def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
         expire_compile_servers(session, older_than_s=settings.compile_server_expire_s)
         session.flush()
         jobs = load_active_jobs(session)
-        stats.reused = reuse_compiled(session, jobs)
+        stats.reused = reuse_compiled(session, jobs, limit=settings.bulk_chunk_rows)
         session.flush()
         charge_usage(session, jobs, half_life_s=config.half_life_s)
         # Held, dependent and array-limited jobs wait with a reason, unseen by the policy.

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job
-from sam_server.services.lifecycle import reuse_artifact
+from sam_server.services.lifecycle import reuse_artifacts
 from sam_server.states import JobState
 
 # A job in these states has no artifact of its own yet.
@@ -23,8 +23,10 @@ _BEFORE_ARTIFACT = frozenset((JobState.QUEUED.value, JobState.COMPILING.value))
 _WITHOUT: dict[str, tuple[set[str], set[str]]] = {}
 
 
-def reuse_compiled(session: Session, jobs: list[Any]) -> int:
-    """Give every queued job with a known artifact (same `compile_hash`) that artifact."""
+def reuse_compiled(session: Session, jobs: list[Any], *, limit: int = 2000) -> int:
+    """Give queued jobs with a known artifact (same `compile_hash`) that artifact, set-based,
+    at most `limit` a cycle (the cycle is one transaction; a 100,000-task array takes its
+    artifacts over a few cycles, far faster than its tasks can run)."""
     queued = [
         j for j in jobs if j.state == JobState.QUEUED and j.compile_hash and not j.cancel_requested
     ]
@@ -53,13 +55,15 @@ def reuse_compiled(session: Session, jobs: list[Any]) -> int:
         known.setdefault(digest, (key, summary))
     without |= hashes - set(known)
     reused = 0
-    for job in queued:
-        if job.compile_hash in known:
-            key, summary = known[job.compile_hash]
-            row = session.get(Job, job.id)  # `jobs` are the cycle's plain rows
-            if row is None or row.state != JobState.QUEUED:
-                continue
-            reuse_artifact(session, row, artifact=key, summary=summary)
-            job.state, job.reason = row.state, row.reason  # as the database now has it
-            reused += 1
+    batch = [j for j in queued if j.compile_hash in known][:limit]
+    groups: dict[str, list[Any]] = {}
+    for job in batch:
+        groups.setdefault(job.compile_hash, []).append(job)
+    for digest, group in groups.items():
+        key, summary = known[digest]
+        done = set(reuse_artifacts(session, [j.id for j in group], artifact=key, summary=summary))
+        for job in group:
+            if job.id in done:
+                job.state, job.reason = JobState.PENDING.value, "Resources"
+        reused += len(done)
     return reused

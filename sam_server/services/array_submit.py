@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sam_server.config import Settings
 from sam_server.db.models import Job, JobArray
 from sam_server.errors import InvalidSpec, JobNotFound
 from sam_server.schemas.job_spec import JobSpec
 from sam_server.schemas.jobs import iso
 from sam_server.services.arrays import (
+    MAX_ARRAY_TASKS,
     add_array,
     has_placeholders,
     insert_events,
@@ -27,6 +30,7 @@ from sam_server.services.arrays import (
     task_values,
 )
 from sam_server.services.auth import Principal
+from sam_server.services.bulk import Pace
 from sam_server.services.directives import Directives
 from sam_server.services.jobs import (
     Submitted,
@@ -50,13 +54,18 @@ def submit_array(
     idempotency_key: str | None,
     digest: str,
     check_first: Callable[[JobSpec], None] | None = None,
+    settings: Settings | None = None,
 ) -> Submitted:
     """Store every task of `directives.array` in state `queued` (nothing on rejection).
 
     A spec without `${SAM_ARRAY_*}` is validated and hashed once for all tasks; with them each
     task's spec is validated (an error names the task). Files are stored once, on the array.
+    Every check runs before the first write; the tasks are then written `bulk_chunk_rows` to a
+    transaction (with settings; without, all in the caller's one transaction), so a large
+    array never holds the database for long.
     """
-    array = parse_array(directives.array or "")
+    max_tasks = settings.max_array_tasks if settings is not None else MAX_ARRAY_TASKS
+    array = parse_array(directives.array or "", max_tasks=max_tasks)
     array_id = new_job_id()
     count = len(array.indices)
     templated = has_placeholders(raw)
@@ -65,7 +74,8 @@ def submit_array(
     check_submittable(session, principal, first)
     if check_first is not None:  # the submit's own checks (its data sets)
         check_first(first)
-    check_queued_quota(session, principal, adding=count)
+    default_limit = settings.max_queued_jobs if settings is not None else None
+    check_queued_quota(session, principal, adding=count, default_limit=default_limit)
     base = new_job_values(principal, first, files, None, digest)
     # The files are stored once, on the array (lifecycle reads them from there).
     base.update(directives.columns(), array_max_running=array.max_running, files={})
@@ -103,12 +113,18 @@ def submit_array(
                 *per_spec,
             )
         )
-    insert_tasks(session, constant, varying, rows)
     event = {"at": base["created_at"], "from_state": None, "to_state": JobState.QUEUED.value}
     who = f"submitted by {principal.name} (array {array_id}, task "
-    insert_events(
-        session, event, [(job_id, f"{who}{job_id.rpartition('_')[2]})") for job_id, *_ in rows]
-    )
+    pace = Pace.of(settings, session) if settings is not None else Pace(commit=False)
+    for start in range(0, len(rows), pace.chunk_rows):
+        if start and pace.pause_s:
+            time.sleep(pace.pause_s)
+        chunk = rows[start : start + pace.chunk_rows]
+        insert_tasks(session, constant, varying, chunk)
+        events = [(job_id, f"{who}{job_id.rpartition('_')[2]})") for job_id, *_ in chunk]
+        insert_events(session, event, events)
+        if pace.commit:
+            session.commit()
     return Submitted(_view(array_id, base, array.text, count, principal), created=True)
 
 

@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session
 from sam_server.db.models import Job, JobArray, JobEvent
 from sam_server.errors import InvalidSpec
 
-# Slurm's default MaxArraySize is 1001; SAM's sweeps are cheap rows, so it allows more.
+# Slurm's default MaxArraySize is 1001; SAM's sweeps are cheap rows, so it allows more (the
+# setting max_array_tasks; MAX_ARRAY_TASKS is its default).
 MAX_ARRAY_INDEX = 999_999
 MAX_ARRAY_TASKS = 100_000
 _PLACEHOLDER = re.compile(r"\$\{(SAM_ARRAY_TASK_ID|SAM_ARRAY_JOB_ID|SAM_ARRAY_TASK_COUNT)\}")
@@ -46,8 +47,9 @@ def _array_error(text: str, why: str) -> InvalidSpec:
     return InvalidSpec(message, errors=[{"field": "spec.array", "message": message}])
 
 
-def parse_array(text: str) -> ArraySpec:
-    """`0-99%10`, `1,3,5-9`, `0-20:2` (Slurm's syntax) as an `ArraySpec`, or `InvalidSpec`."""
+def parse_array(text: str, *, max_tasks: int = MAX_ARRAY_TASKS) -> ArraySpec:
+    """`0-99%10`, `1,3,5-9`, `0-20:2` (Slurm's syntax) as an `ArraySpec`, or `InvalidSpec`
+    (also for more than `max_tasks` tasks)."""
     raw = str(text).strip()
     body, _, limit = raw.partition("%")
     max_running = None
@@ -67,8 +69,10 @@ def parse_array(text: str) -> ArraySpec:
             raise _array_error(raw, f"{part!r} is an empty range")
         if stop > MAX_ARRAY_INDEX:
             raise _array_error(raw, f"indices go up to {MAX_ARRAY_INDEX}")
-        if (stop - start) // step + 1 + len(indices) > MAX_ARRAY_TASKS:
-            raise _array_error(raw, f"an array has at most {MAX_ARRAY_TASKS} tasks")
+        if (stop - start) // step + 1 + len(indices) > max_tasks:
+            raise _array_error(
+                raw, f"an array has at most {max_tasks} tasks here (max_array_tasks); split it"
+            )
         indices.update(range(start, stop + 1, step))
     if not indices:
         raise _array_error(raw, "no task index given")
@@ -181,7 +185,7 @@ def insert_tasks(
     varying: Sequence[str],
     rows: list[tuple[Any, ...]],
 ) -> None:
-    """Every task of an array in one bulk statement: `rows` hold each task's `varying` column
+    """Tasks of an array in one bulk statement: `rows` hold each task's `varying` column
     values (its spec as JSON text), `constant` the values all tasks share."""
     table = cast(Table, Job.__table__)
     insert_rows(session, table, constant, varying, rows, text_keys=frozenset({"spec"}))

@@ -18,8 +18,18 @@ from sam_server.db.models import Job, JobLog
 from sam_server.errors import Forbidden, InvalidSpec, InvalidTransition, JobNotFound
 from sam_server.schemas.job_spec import parse_duration
 from sam_server.schemas.jobs import job_view
+from sam_server.services.array_control import (
+    ArrayTasks,
+    BulkOutcome,
+    array_tasks,
+    cancel_array,
+    hold_array,
+    release_array,
+    requeue_array,
+)
 from sam_server.services.arrays import split_task_id
 from sam_server.services.auth import Principal
+from sam_server.services.bulk import Pace
 from sam_server.services.jobs import cancel_job
 from sam_server.services.transitions import TERMINAL, JobState
 from sam_server.states import WAITING
@@ -43,6 +53,15 @@ def resolve(session: Session, *, principal: Principal, job_id: str) -> list[Job]
         if tasks:
             return tasks
     raise JobNotFound(f"no job or array {job_id!r}; `sam queue --all` lists your jobs")
+
+
+def _array(session: Session, principal: Principal, job_id: str) -> ArrayTasks | None:
+    """The tasks of the array `job_id` names (set-based verbs), or None for a job's id."""
+    if split_task_id(job_id) is not None:
+        return None
+    if session.execute(select(Job.id).where(Job.id == job_id)).first() is not None:
+        return None
+    return array_tasks(session, principal, job_id)
 
 
 def _may_control(principal: Principal, job: Job) -> None:
@@ -91,8 +110,13 @@ def _apply(session: Session, principal: Principal, job_id: str, verb: Any, *, wh
     return outcome
 
 
-def hold(session: Session, *, principal: Principal, job_id: str) -> Outcome:
+def hold(
+    session: Session, *, principal: Principal, job_id: str, pace: Pace | None = None
+) -> Outcome | BulkOutcome:
     """Keep waiting jobs out of placement until released (an admin's hold: JobHeldAdmin)."""
+    tasks = _array(session, principal, job_id)
+    if tasks is not None:
+        return hold_array(session, principal, tasks, pace or Pace())
     kind = "admin" if principal.is_admin else "user"
 
     def verb(job: Job) -> bool:
@@ -110,8 +134,13 @@ def hold(session: Session, *, principal: Principal, job_id: str) -> Outcome:
     return _apply(session, principal, job_id, verb, what="held")
 
 
-def release(session: Session, *, principal: Principal, job_id: str) -> Outcome:
+def release(
+    session: Session, *, principal: Principal, job_id: str, pace: Pace | None = None
+) -> Outcome | BulkOutcome:
     """Lift a hold; a hold an admin placed is lifted only by an admin."""
+    tasks = _array(session, principal, job_id)
+    if tasks is not None:
+        return release_array(session, principal, tasks, pace or Pace())
 
     def verb(job: Job) -> bool:
         if job.hold is None:
@@ -127,9 +156,19 @@ def release(session: Session, *, principal: Principal, job_id: str) -> Outcome:
     return _apply(session, principal, job_id, verb, what="released (not held)")
 
 
-def requeue(session: Session, *, principal: Principal, job_id: str, hold_it: bool) -> Outcome:
+def requeue(
+    session: Session,
+    *,
+    principal: Principal,
+    job_id: str,
+    hold_it: bool,
+    pace: Pace | None = None,
+) -> Outcome | BulkOutcome:
     """A running job checkpoints, gives its region back and waits again (resuming from the
     checkpoint); `hold_it` also holds it (scontrol requeuehold)."""
+    tasks = _array(session, principal, job_id)
+    if tasks is not None:
+        return requeue_array(session, principal, tasks, pace or Pace(), hold_it=hold_it)
 
     def verb(job: Job) -> bool:
         if job.state != JobState.RUNNING.value:
@@ -151,18 +190,14 @@ def requeue(session: Session, *, principal: Principal, job_id: str, hold_it: boo
 _ENDED = {s.value for s in TERMINAL}
 
 
-def cancel(session: Session, *, principal: Principal, job_id: str) -> Outcome:
-    """Cancel a job, or every unfinished task of an array."""
-    jobs = resolve(session, principal=principal, job_id=job_id)
-    if len(jobs) == 1 and jobs[0].id == job_id:
-        return Outcome(job_id, [cancel_job(session, principal=principal, job_id=job_id)], [])
-    outcome = Outcome(job_id, [], [])
-    for job in jobs:
-        if job.state in _ENDED or job.state == JobState.CANCELLING.value:
-            outcome.unchanged.append((job.id, f"already {job.state}"))
-            continue
-        outcome.changed.append(cancel_job(session, principal=principal, job_id=job.id))
-    return outcome
+def cancel(
+    session: Session, *, principal: Principal, job_id: str, pace: Pace | None = None
+) -> Outcome | BulkOutcome:
+    """Cancel a job, or every unfinished task of an array (set-based, chunk by chunk)."""
+    tasks = _array(session, principal, job_id)
+    if tasks is not None:
+        return cancel_array(session, principal, tasks, pace or Pace())
+    return Outcome(job_id, [cancel_job(session, principal=principal, job_id=job_id)], [])
 
 
 def update(

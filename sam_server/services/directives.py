@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from sam_server.errors import InvalidSpec
-from sam_server.services.arrays import parse_array
+from sam_server.services.arrays import MAX_ARRAY_INDEX, parse_array
 from sam_server.services.auth import Principal
 from sam_server.services.dependencies import check_targets, parse_dependency
 
@@ -60,8 +60,8 @@ def split_directives(raw: dict[str, Any]) -> tuple[dict[str, Any], Directives]:
     """(the spec without the sbatch-like keys, those keys checked for form)."""
     rest = {k: v for k, v in raw.items() if k not in DIRECTIVE_KEYS}
     array = _text(raw, "array")
-    if array is not None:
-        parse_array(array)
+    if array is not None:  # the form here; the size against max_array_tasks at submit
+        parse_array(array, max_tasks=MAX_ARRAY_INDEX + 1)
     dependency = _text(raw, "dependency")
     if dependency is not None:
         dependency = ",".join(c.text() for c in parse_dependency(dependency))

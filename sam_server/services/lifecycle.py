@@ -20,6 +20,7 @@ from sam_server.errors import InvalidTransition
 from sam_server.services import history
 from sam_server.services.arrays import array_files
 from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
+from sam_server.services.bulk import MAX_CHUNK_ROWS, Pace, transition_many
 from sam_server.services.transitions import JobState, transition
 from sam_server.states import LEASED, RunEnd
 
@@ -220,6 +221,47 @@ def reuse_artifact(
     _record_compile(
         session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0, "summary": summary}
     )
+
+
+def reuse_artifacts(
+    session: Session, job_ids: list[str], *, artifact: str, summary: dict[str, Any] | None
+) -> list[str]:
+    """`reuse_artifact` for many queued jobs of one compile hash, set-based in the caller's
+    transaction; returns the ids that took it (a job no longer queued, or being cancelled, is
+    left). Compile-only and validate-only jobs go the one-job way (they end here)."""
+    rows = session.execute(
+        select(Job.id, Job.mode).where(
+            Job.id.in_(job_ids),
+            Job.state == JobState.QUEUED.value,
+            Job.cancel_requested.is_(False),
+        )
+    ).all()
+    ending = [r.id for r in rows if r.mode in ("compile_only", "validate_only")]
+    for job_id in ending:
+        job = session.get(Job, job_id)
+        if job is not None:
+            reuse_artifact(session, job, artifact=artifact, summary=summary)
+    training = [r.id for r in rows if r.mode not in ("compile_only", "validate_only")]
+    now = utcnow()
+    done = transition_many(
+        session,
+        training,
+        {JobState.QUEUED: JobState.PENDING},
+        pace=Pace(chunk_rows=MAX_CHUNK_ROWS, commit=False),
+        reason="cache hit",
+        via=(JobState.COMPILING, "identical compile already done"),
+        values={
+            "compile_key": artifact,
+            "compile_cache_hit": True,
+            "compile_seconds": 0.0,
+            "compile_summary": cap_json(summary),
+            "eligible_at": now,
+            "reason": "Resources",
+        },
+        log_line=f"cache hit in 0.000s (artifact {artifact[:16]})",
+        where=[Job.cancel_requested.is_(False)],
+    )
+    return ending + done.ids
 
 
 def forget_artifact(session: Session, *, compile_key: str) -> int:

@@ -68,12 +68,15 @@ def submit_job(
             idempotency_key=idempotency_key,
             digest=digest,
             check_first=lambda first: _check_datasets(settings, tenant, first),
+            settings=settings,
         )
     parsed = parse_spec(raw)
     check_files(parsed, files)
     check_submittable(session, principal, parsed)
     _check_datasets(settings, tenant, parsed)
-    check_queued_quota(session, principal)
+    check_queued_quota(
+        session, principal, default_limit=settings.max_queued_jobs if settings else None
+    )
     values = new_job_values(principal, parsed, files, idempotency_key, digest)
     values.update(directives.columns())
     if idempotency_key:
