@@ -2,6 +2,8 @@
 # Both create .venv and install SAM into it first (once; again when pyproject.toml changes).
 
 PYTHON ?= python3
+# pip's "a new release of pip is available" notice is not what a newcomer came to read.
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
 VENV   := .venv
 BIN    := $(VENV)/bin
 

@@ -19,6 +19,9 @@ def _logging() -> None:
     level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # `sam up` and `sam demo` upgrade a SQLite database on every start: Alembic's INFO lines
+    # (every plugin, every migration) would be most of what a newcomer reads.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def _probe_sandbox() -> None:

@@ -109,7 +109,7 @@ class Tour:
             )
             r.raise_for_status()
             self.tokens[tenant] = r.json()["token"]
-            click.echo(f"  tenant {tenant:<12} user {r.json()['name']}  quota {quota}", err=True)
+            _say(f"  tenant {tenant:<12}  user {r.json()['name']}  quota {quota}")
 
     def submit(self, tenant: str, spec: dict[str, Any], files: dict[str, str]) -> str:
         r = httpx.post(
@@ -138,59 +138,106 @@ class Tour:
 
 
 def _show(cluster: Cluster, token: str, *args: str) -> None:
+    """Run `sam ARGS` against the cluster, its output in line with the tour's."""
     env = cluster.env() | {"SAM_URL": cluster.url, "SAM_TOKEN": token}
     subprocess.run([*_SAM, *args], env=env, check=False, timeout=30)
+
+
+def _say(text: str = "") -> None:
+    """One line of the tour, on stdout (click flushes it, so `sam` subprocesses stay in order)."""
+    click.echo(text)
 
 
 def run_demo(*, port: int = 8000, keep: bool = False, timeout_s: float = 600) -> bool:
     """Run the tour; True if every demo job succeeded and two shared a wafer at the same time."""
     settings = get_settings()
     cluster = Cluster(settings, port=port)
-    click.echo(f"starting the local cluster ({settings.data_dir.resolve()}) ...", err=True)
+    _say(f"starting the local cluster in {settings.data_dir.resolve()} ...")
     cluster.start()
     try:
         cluster.wait_ready(timeout=120)
-        ok = _tour(cluster, settings.ensure_admin_token(), timeout_s)
+        admin_token = settings.ensure_admin_token()
+        _cluster_up(cluster, admin_token)
+        ok = _tour(cluster, admin_token, timeout_s)
     finally:
         if not keep:
             cluster.stop()
     if keep:
-        click.echo(f"the cluster keeps running at {cluster.url}; Ctrl-C stops it", err=True)
+        _say(f"the cluster keeps running at {cluster.url}; Ctrl-C stops it")
     return ok
+
+
+def _cluster_up(cluster: Cluster, admin_token: str) -> None:
+    """What came up: the processes, where they keep their state, the wafers."""
+    settings = cluster.settings
+    view = httpx.get(
+        f"{cluster.url}/api/v1/cluster", headers={"Authorization": f"Bearer {admin_token}"}
+    ).json()
+    workers = [p.name for p in cluster.parts if p.name.startswith(("compile-", "wafer-"))]
+    _say(f"  up at {cluster.url}: server, scheduler, {', '.join(workers)}")
+    _say(f"  database {settings.shown_database_url}, broker {settings.resolved_broker_url}")
+    _say(f"  each process logs to {(settings.data_dir / 'logs').resolve()}/")
+    for wafer in view["wafers"]:
+        _say(f"  wafer {wafer['id']}: {wafer['arch']}, {wafer['rows']}x{wafer['cols']} PEs")
 
 
 def _tour(cluster: Cluster, admin_token: str, timeout_s: float) -> bool:
     tour = Tour(cluster.url, admin_token)
-    click.echo("\n== tenants and users", err=True)
+    _say("\n== tenants and users")
     tour.setup_tenants()
-    click.echo("\n== submitting jobs", err=True)
+    _say("\n== submitting jobs")
     ids = {}
     for tenant, spec, files in demo_jobs():
         ids[tour.submit(tenant, spec, files)] = tenant
-        click.echo(f"  {tenant:<12} {spec['name']:<16} priority {spec['priority']}", err=True)
-    deadline, shown = time.monotonic() + timeout_s, 0.0
+        size = spec["resources"].get("region") or {"pes": spec["resources"]["pes"]}
+        shape = f"{size['rows']}x{size['cols']} PEs" if "rows" in size else f"{size['pes']} PEs"
+        _say(f"  {tenant:<12}  {spec['name']:<16} priority {spec['priority']:<7} {shape}")
+    _say("\n== the jobs as they run")
+    seen: dict[str, str] = {}
+    shown = False
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         cluster.watch()
-        states = {j: tour.job(j)["state"] for j in ids}
-        if time.monotonic() - shown > 4:
-            click.echo(f"\n== sam queue --all   ({time.strftime('%H:%M:%S')})", err=True)
+        jobs = {j: tour.job(j) for j in ids}
+        for job_id, job in jobs.items():
+            if seen.get(job_id) != job["state"]:
+                seen[job_id] = job["state"]
+                _event(job)
+        running = [j for j in jobs.values() if j["state"] == JobState.RUNNING]
+        if not shown and len(running) >= 2:
+            _say(f"\n== sam queue --all   (while {len(running)} jobs run at once)")
             _show(cluster, admin_token, "queue", "--all")
-            click.echo("\n== sam cluster", err=True)
-            _show(cluster, admin_token, "cluster")
-            shown = time.monotonic()
-        if all(s in ENDED for s in states.values()):
+            _say("\n== sam cluster --no-map")
+            _show(cluster, admin_token, "cluster", "--no-map")
+            _say()
+            shown = True
+        if all(job["state"] in ENDED for job in jobs.values()):
             break
         time.sleep(0.5)
     return _results(tour, ids, cluster)
 
 
+def _event(job: dict[str, Any]) -> None:
+    """A line for a job that reached a state worth telling: placed, or ended."""
+    state, region = job["state"], job.get("region")
+    if state == JobState.RUNNING and region:
+        at = f"({region['row']},{region['col']}), {region['rows']}x{region['cols']}"
+        _say(
+            f"  {time.strftime('%H:%M:%S')}  {job['name']:<16} running on {region['wafer']} at {at}"
+        )
+    elif state in ENDED:
+        _say(f"  {time.strftime('%H:%M:%S')}  {job['name']:<16} {state}")
+
+
 def _results(tour: Tour, ids: dict[str, str], cluster: Cluster) -> bool:
     from sam_worker.checks import overlapping_pairs
 
-    click.echo("\n== results", err=True)
+    _say("\n== results")
     ok = True
+    names: dict[str, str] = {}
     for job_id in ids:
         job, metrics = tour.job(job_id), tour.metrics(job_id)
+        names[job_id] = job["name"]
         steps = metrics.get("steps", [])
         first = steps[0]["loss"] if steps else float("nan")
         last = steps[-1]["loss"] if steps else float("nan")
@@ -200,16 +247,22 @@ def _results(tour: Tour, ids: dict[str, str], cluster: Cluster) -> bool:
             if job.get("error")
             else ""
         )
-        click.echo(
+        _say(
             f"  {job['name']:<16} {job['state']:<10} steps {len(steps):>3}  loss {first:.4f} -> "
             f"{last:.4f}  {rate:,.0f} samples/s simulated{err}"
         )
         ok = ok and job["state"] == JobState.SUCCEEDED
     shared = overlapping_pairs(cluster.settings.resolved_database_url, list(ids))
     for a, b, wafer in shared[:3]:
-        click.echo(f"  jobs {a} and {b} ran at the same time on wafer {wafer}, in disjoint regions")
+        _say(
+            f"  {names[a]} and {names[b]} ran at the same time on wafer {wafer}, in disjoint regions"
+        )
     if not shared:
-        click.echo("  no two demo jobs shared a wafer at the same time", err=True)
+        _say("  no two demo jobs shared a wafer at the same time")
     ok = ok and bool(shared)
-    click.echo("\ndemo succeeded" if ok else "\ndemo FAILED", err=True)
+    _say("\ndemo succeeded" if ok else "\ndemo FAILED")
+    if ok:
+        _say(
+            "next: README.md's 'A first job': `sam up &`, then `sam submit examples/mlp/job.yaml --wait`"
+        )
     return ok

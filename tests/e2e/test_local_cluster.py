@@ -41,6 +41,9 @@ def test_sam_demo_runs_on_embedded_defaults(tmp_path: Path):
     assert "demo succeeded" in out
     assert "ran at the same time on wafer" in out
     assert out.count(" succeeded  steps") == 5
+    # What a newcomer reads: the cluster, the jobs, their results; no migration log, no maps.
+    assert "alembic" not in out and "+----" not in out
+    assert len(out.splitlines()) <= 80, out
     assert (tmp_path / "sam-data" / "sam.db").exists()  # SQLite under ./sam-data by default
     leftovers = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
