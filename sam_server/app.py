@@ -24,6 +24,7 @@ from sam_server.api import (
     tenants,
     tokens,
 )
+from sam_server.api.json_guard import JsonGuard
 from sam_server.api.limits import BodyLimit, SubmitBuckets
 from sam_server.api.livehub import EventHub, MetricsHub
 from sam_server.api.prom import ApiMetrics, RequestTimer
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(live.router)
     docs.install(app)
     dashboard.install(app)
+    app.add_middleware(JsonGuard)  # inside BodyLimit: the size cap applies first
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestTimer, metrics=prom)
     return app

@@ -14,6 +14,7 @@ from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.stream import follow
 from sam_server.errors import BadRequest, NotFound
 from sam_server.schemas.jobs import ArraySubmitted, DryRun, JobPage, JobRead, JobSubmit, job_view
+from sam_server.schemas.numbers import INT64_MAX
 from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
 from sam_server.services.array_control import BulkOutcome
@@ -180,7 +181,10 @@ def _event_id(header: str | None) -> int:
     if not header:
         return 0
     try:
-        return max(0, int(header.strip()))
+        event = max(0, int(header.strip()[:32]))
+        if event > INT64_MAX:
+            raise ValueError(header)
+        return event
     except ValueError:
         raise BadRequest(
             f"Last-Event-ID {header[:40]!r} is not an event id of this stream; "

@@ -15,6 +15,7 @@ from fastapi.responses import StreamingResponse
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.livehub import EventHub, follow, follow_steps
 from sam_server.errors import BadRequest
+from sam_server.schemas.numbers import INT64_MAX
 from sam_server.services import jobs as svc
 from sam_server.services import live
 from sam_server.services.observe import viewer_key
@@ -85,7 +86,10 @@ def _event_id(header: str | None) -> int:
     if not header:
         return 0
     try:
-        return max(-1, int(header.strip()))
+        event = max(-1, int(header.strip()[:32]))
+        if event > INT64_MAX:
+            raise ValueError(header)
+        return event
     except ValueError:
         raise BadRequest(
             f"Last-Event-ID {header[:40]!r} is not an event id of this stream; "

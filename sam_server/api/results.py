@@ -5,13 +5,14 @@ Only the job's tenant (and admins) can read them: `get_job` answers 404 for anyo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import FileResponse
 
 from sam_server.api.deps import PrincipalDep, SessionDep
 from sam_server.errors import NotFound
+from sam_server.schemas.numbers import INT32_MAX
 from sam_server.services import jobs as svc
 from sam_server.services import results
 
@@ -45,7 +46,11 @@ def weights(job_id: str, request: Request, session: SessionDep, principal: Princ
 
 @router.get("/jobs/{job_id}/checkpoints/{step}", response_class=FileResponse)
 def checkpoint(
-    job_id: str, step: int, request: Request, session: SessionDep, principal: PrincipalDep
+    job_id: str,
+    step: Annotated[int, Path(ge=0, le=INT32_MAX)],
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
 ) -> Any:
     """Checkpoint `step` as .npz (numpy, no pickles): weights, buffers and optimizer state
     ("fc.weight.exp_avg") under the model's names, plus `_steps_done`."""

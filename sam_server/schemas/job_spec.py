@@ -6,10 +6,19 @@ Workers receive `JobSpec.model_dump(mode="json")`: a plain dict with every defau
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sam_server.schemas.numbers import (
+    INT32_MAX,
+    INT64_MAX,
+    MAX_TIME_LIMIT_S,
+    MAX_TOTAL_STEPS,
+    PositiveInt32,
+)
 
 DATASET_NAME = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -17,23 +26,28 @@ _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(value: str | int | float) -> int:
-    """Seconds in a duration such as ``90``, ``"30m"``, ``"2h"`` or ``"1.5h"``."""
+    """Seconds in a duration such as ``90``, ``"30m"``, ``"2h"`` or ``"1.5h"``: positive and at
+    most `MAX_TIME_LIMIT_S` (a year), else ValueError (never OverflowError: 1e30 is refused)."""
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or a string such as '30m'")
     if isinstance(value, int | float):
-        seconds = float(value)
+        seconds = float(value) if abs(value) <= MAX_TIME_LIMIT_S else math.copysign(math.inf, value)
     else:
         match = _DURATION.match(str(value))
         if not match:
-            raise ValueError(f"{value!r} is not a duration; write e.g. '90s', '30m' or '2h'")
+            shown = str(value)[:64]
+            raise ValueError(f"{shown!r} is not a duration; write e.g. '90s', '30m' or '2h'")
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if seconds <= 0:
+    if math.isnan(seconds) or seconds <= 0:
         raise ValueError("a duration must be positive")
-    return int(round(seconds))
+    if seconds > MAX_TIME_LIMIT_S:
+        raise ValueError(f"a duration is at most {MAX_TIME_LIMIT_S // 86400} days ('366d')")
+    return max(1, int(round(seconds)))
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # Floats are real numbers (Infinity/NaN refused), integers fit the int4/int8 they become.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class ModelSpec(_Strict):
@@ -59,8 +73,8 @@ class DataSpec(_Strict):
 
     source: Literal["synthetic", "file"] = "synthetic"
     task: Literal["classification", "regression", "language_model"] | None = None
-    input_shape: list[int] | None = None
-    num_classes: int | None = Field(default=None, ge=1)
+    input_shape: list[PositiveInt32] | None = Field(default=None, max_length=8)
+    num_classes: int | None = Field(default=None, ge=1, le=INT32_MAX)
     file: str | None = None
     function: str | None = None
     batch_size: int = Field(default=64, ge=1, le=65536)
@@ -161,14 +175,16 @@ class LRSchedulerSpec(_Strict):
     """A torch.optim.lr_scheduler, stepped once after every training step's update."""
 
     name: Literal["step", "cosine", "linear", "warmup_cosine"]
-    step_size: int | None = Field(default=None, ge=1)  # step (StepLR)
+    step_size: int | None = Field(default=None, ge=1, le=INT32_MAX)  # step (StepLR)
     gamma: float = Field(default=0.1, gt=0)  # step
-    T_max: int | None = Field(default=None, ge=1)  # cosine, warmup_cosine (CosineAnnealingLR)
+    T_max: int | None = Field(
+        default=None, ge=1, le=INT32_MAX
+    )  # cosine, warmup_cosine (CosineAnnealingLR)
     eta_min: float = Field(default=0.0, ge=0)  # cosine, warmup_cosine
     start_factor: float = Field(default=1.0 / 3, gt=0, le=1)  # linear, warmup_cosine (LinearLR)
     end_factor: float = Field(default=1.0, ge=0, le=1)  # linear
-    total_iters: int = Field(default=5, ge=1)  # linear
-    warmup_iters: int | None = Field(default=None, ge=1)  # warmup_cosine
+    total_iters: int = Field(default=5, ge=1, le=INT32_MAX)  # linear
+    warmup_iters: int | None = Field(default=None, ge=1, le=INT32_MAX)  # warmup_cosine
 
     @model_validator(mode="after")
     def _needed_fields(self) -> LRSchedulerSpec:
@@ -190,13 +206,13 @@ class LossScalingSpec(_Strict):
     init_scale: float = Field(default=65536.0, gt=0)
     growth_factor: float = Field(default=2.0, gt=1)
     backoff_factor: float = Field(default=0.5, gt=0, lt=1)
-    growth_interval: int = Field(default=2000, ge=1)
+    growth_interval: int = Field(default=2000, ge=1, le=INT32_MAX)
 
 
 class TrainSpec(_Strict):
     loss: Literal["cross_entropy", "mse", "model"] = "cross_entropy"
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=INT64_MAX)  # torch.manual_seed's and numpy's range
     grad_clip: GradClipSpec | None = None
     lr_scheduler: LRSchedulerSpec | None = None
     loss_scaling: LossScalingSpec = Field(default_factory=LossScalingSpec)
@@ -227,14 +243,14 @@ class InitFrom(_Strict):
 
     # a job id, or an array task's id (jabc_7)
     job: str = Field(min_length=2, max_length=32, pattern=r"^[a-z0-9]+(_[0-9]+)?$")
-    step: int | None = Field(default=None, ge=1)  # None: that job's newest checkpoint
+    step: int | None = Field(default=None, ge=1, le=MAX_TOTAL_STEPS)  # None: the newest checkpoint
 
 
 class RunOptions(_Strict):
-    num_epochs: int = Field(default=1, ge=1)
-    steps_per_epoch: int = Field(default=100, ge=1)
+    num_epochs: int = Field(default=1, ge=1, le=MAX_TOTAL_STEPS)
+    steps_per_epoch: int = Field(default=100, ge=1, le=MAX_TOTAL_STEPS)
     checkpoint_enabled: bool = True
-    checkpoint_every: int = Field(default=50, ge=1)
+    checkpoint_every: int = Field(default=50, ge=1, le=MAX_TOTAL_STEPS)
     # A folder inside the tenant's space of the artifact store ("runs/mnist"), never a host path.
     checkpoint_dir: str | None = Field(default=None, max_length=200)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -245,6 +261,15 @@ class RunOptions(_Strict):
     @classmethod
     def _tenant_relative(cls, v: str | None) -> str | None:
         return None if v is None else tenant_relative_dir(v)
+
+    @model_validator(mode="after")
+    def _total_steps_fit(self) -> RunOptions:
+        if self.total_steps > MAX_TOTAL_STEPS:
+            raise ValueError(
+                f"num_epochs x steps_per_epoch is {self.total_steps:,} steps; a job runs at most "
+                f"{MAX_TOTAL_STEPS:,} (split it into jobs that continue with init_from)"
+            )
+        return self
 
     @property
     def total_steps(self) -> int:
@@ -257,18 +282,18 @@ class DataLoading(_Strict):
 
 
 class RegionRequest(_Strict):
-    rows: int = Field(ge=1)
-    cols: int = Field(ge=1)
+    rows: int = Field(ge=1, le=INT32_MAX)
+    cols: int = Field(ge=1, le=INT32_MAX)
     flexible: bool = False
     """The job also accepts other rectangles of about rows x cols PEs (the scheduler picks)."""
-    max_aspect: float = Field(default=4.0, ge=1.0)
+    max_aspect: float = Field(default=4.0, ge=1.0, le=1e6)
     """A flexible job's bound on long side / short side of the shapes it accepts."""
 
 
 class Resources(_Strict):
     region: RegionRequest | None = None
-    pes: int | None = Field(default=None, ge=1)
-    time_limit: int = 1800
+    pes: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    time_limit: int = 1800  # seconds, at most MAX_TIME_LIMIT_S (parse_duration)
 
     @field_validator("time_limit", mode="before")
     @classmethod

@@ -7,15 +7,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sam_server.schemas.numbers import INT32_MAX, INT64_MAX
+
 
 class Quota(BaseModel):
     """Per-tenant limits; an omitted limit means no limit (share: 1)."""
 
     model_config = ConfigDict(extra="forbid")
-    max_pes: int | None = Field(default=None, ge=1)
-    max_running_jobs: int | None = Field(default=None, ge=0)
-    max_queued_jobs: int | None = Field(default=None, ge=0)
-    share: float = Field(default=1.0, gt=0)
+    max_pes: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    max_running_jobs: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    max_queued_jobs: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    share: float = Field(default=1.0, gt=0, le=1e9, allow_inf_nan=False)
 
 
 class Usage(BaseModel):

@@ -274,7 +274,7 @@ def _seconds(value: str | int) -> int:
         seconds = parse_duration(value)
     except (ValueError, TypeError) as exc:
         raise InvalidSpec(
-            f"time_limit {value!r}: {exc}; write e.g. 90s, 30m, 2h",
+            f"time_limit {str(value)[:64]!r}: {exc}; write e.g. 90s, 30m, 2h",
             errors=[{"field": "time_limit", "message": str(exc)}],
         ) from exc
     if seconds < 1:

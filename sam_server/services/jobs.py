@@ -29,6 +29,7 @@ from sam_server.errors import (
 )
 from sam_server.scheduling import PolicyQuota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
+from sam_server.schemas.numbers import INT64_MAX
 from sam_server.schemas.safe_yaml import load_spec_yaml
 from sam_server.services.arrays import parse_array, substitute, task_values
 from sam_server.services.auth import Principal
@@ -373,10 +374,16 @@ def encode_cursor(job: Job) -> str:
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
     try:
-        seq, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split(":", 1)
-        return int(seq), job_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidSpec("the cursor is not one this server issued; start without it") from exc
+        seq, job_id = base64.urlsafe_b64decode(cursor[:256].encode()).decode().split(":", 1)
+        number = int(seq)
+        if not 0 <= number <= INT64_MAX or "\x00" in job_id:  # never a seq of this server
+            raise ValueError(seq)
+        return number, job_id
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidSpec(
+            "the cursor is not one this server issued; start without it",
+            errors=[{"field": "cursor", "message": "not a cursor of this server"}],
+        ) from exc
 
 
 def list_jobs(
