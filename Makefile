@@ -10,15 +10,12 @@ BIN    := $(VENV)/bin
 .PHONY: install zoo demo up test lint bench clean
 
 # torch==2.13.0 is the light CPU build; skipped once the zoo's pair is in (a downgrade breaks it).
-# The editable install puts the checkout on sys.path with a plain .pth line (setuptools' compat
-# mode): the default mode's import finder costs every Python start here ~25 ms (half of
-# `python -c pass`; every `sam` command pays it). Where a setuptools lacks compat, the default.
-EDITABLE := --config-settings editable_mode=compat
+# The editable install is one plain .pth line (pyproject's package-dir says why).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	[ -f $(BIN)/.zoo ] || $(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q $(EDITABLE) -e '.[dev]' || $(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -26,7 +23,7 @@ install: $(BIN)/.installed
 # The model zoo (torchvision, timm, transformers) with the torch that matches its torchvision:
 # `make test` and CI need it; `make demo` keeps the light CPU torch unless the zoo is in.
 $(BIN)/.zoo: $(BIN)/.installed
-	$(BIN)/pip install -q $(EDITABLE) -e '.[dev,zoo]' || $(BIN)/pip install -q -e '.[dev,zoo]'
+	$(BIN)/pip install -q -e '.[dev,zoo]'
 	touch $@
 
 zoo: $(BIN)/.zoo
