@@ -9,7 +9,13 @@ import pytest
 from tests.docs.links import broken, linked_files, links
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+GUIDES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [
+    ROOT / "README.md",
+    *GUIDES,
+    ROOT / "benchmarks" / "README.md",
+    ROOT / "traces" / "README.md",
+]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -19,7 +25,7 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 def test_every_guide_is_linked_from_the_readme() -> None:
     from_readme = linked_files(ROOT / "README.md")
-    missing = [p.name for p in PAGES[1:] if p.resolve() not in from_readme]
+    missing = [p.name for p in GUIDES if p.resolve() not in from_readme]
     assert missing == [], f"add these to README.md's 'Where to go next': {missing}"
 
 
