@@ -37,6 +37,16 @@ CORE_KERNEL_OPS = frozenset(
         "aten.div.Scalar_mode",
         "aten.var.dim",
         "aten.prod.dim_int",
+        "aten.max.default",
+        "aten.min.default",
+        "aten.round.decimals",
+        # backward forms and helpers of core ops (wse_sim/runtime/kernels/core.py)
+        "aten.upsample_nearest1d_backward.default",
+        "aten.upsample_nearest2d_backward.default",
+        "aten.upsample_bilinear2d_backward.default",
+        "aten.replication_pad2d_backward.default",
+        "aten.cumprod.default",
+        "aten.diagonal_scatter.default",
     }
 )
 
@@ -81,6 +91,11 @@ REFUSED: dict[str, str] = {
     "aten.sym_numel.default": _SHAPE_QUERY,
     "aten.sym_stride.int": _SHAPE_QUERY,
     "aten.sym_storage_offset.default": _SHAPE_QUERY,
+    "aten.sym_is_contiguous.default": _SHAPE_QUERY,
+    "aten.resize_.default": (
+        "resizing a tensor in place gives it a new shape while the step runs, and a wafer program "
+        "has static shapes; build a tensor of the new shape instead (x.new_zeros(shape), reshape)"
+    ),
     "aten._local_scalar_dense.default": (
         "a .item()/bool(tensor) call makes control flow data-dependent; keep values as tensors "
         "(torch.where)"
@@ -120,16 +135,20 @@ REFUSED: dict[str, str] = {
 
 
 def core_op_names() -> list[str]:
-    """Every ATen overload tagged torch.Tag.core in this torch, sorted ('aten.add.Tensor', ...)."""
+    """Every ATen overload tagged torch.Tag.core in this torch, sorted ('aten.add.Tensor', ...).
+
+    Read from the dispatcher's registry: `torch.ops.aten` lists only the packets resolved so far."""
     import torch
 
-    found = []
-    for packet_name in torch.ops.aten:
-        packet = getattr(torch.ops.aten, packet_name)
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if torch.Tag.core in op.tags:
-                found.append(str(op))
+    found = set()
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, rest = qualified.partition("::")
+        if namespace != "aten":
+            continue
+        name, _, overload = rest.partition(".")
+        op = getattr(getattr(torch.ops.aten, name), overload or "default")
+        if torch.Tag.core in op.tags:
+            found.add(str(op))
     return sorted(found)
 
 

@@ -92,22 +92,8 @@ def _trace(
     flat: list[torch.Tensor],
     user_files: tuple[str, ...],
 ) -> torch.fx.GraphModule:
-    functional = torch.func.functionalize(step_fn, remove="mutations")
     try:
-        with (
-            sdpa_kernel([SDPBackend.MATH]),
-            _static_graph_tracing(),
-            # eager's CPU backend choices (mkldnn_rnn_layer for nn.LSTM/GRU) are not the model's
-            # ops: without mkldnn the RNN decomposes to matmuls and pointwise ops
-            _without_mkldnn(),
-            custom_functions(),
-        ):
-            return make_fx(
-                functional,
-                decomposition_table=ops.decomposition_table(),
-                tracing_mode="fake",
-                record_stack_traces=True,
-            )(*flat)
+        return traced_graph_module(step_fn, flat)
     except ModelError:
         raise
     except Exception as exc:
@@ -115,6 +101,28 @@ def _trace(
         # run the step eagerly once under an op recorder so the error lists every such op.
         scan_unsupported_eagerly(step_fn, flat, user_files, cause=exc)
         raise user_code_error("tracing the training step", exc) from exc
+
+
+def traced_graph_module(
+    fn: Callable[..., list[torch.Tensor]], flat: list[torch.Tensor]
+) -> torch.fx.GraphModule:
+    """fn(*flat) functionalized and traced over fake tensors to SAM's op set (the step's trace;
+    benchmarks/op_coverage.py traces single ops with it too)."""
+    functional = torch.func.functionalize(fn, remove="mutations")
+    with (
+        sdpa_kernel([SDPBackend.MATH]),
+        _static_graph_tracing(),
+        # eager's CPU backend choices (mkldnn_rnn_layer for nn.LSTM/GRU) are not the model's
+        # ops: without mkldnn the RNN decomposes to matmuls and pointwise ops
+        _without_mkldnn(),
+        custom_functions(),
+    ):
+        return make_fx(
+            functional,
+            decomposition_table=ops.decomposition_table(),
+            tracing_mode="fake",
+            record_stack_traces=True,
+        )(*flat)
 
 
 def micro_batch(batch: tuple[np.ndarray, np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray]:

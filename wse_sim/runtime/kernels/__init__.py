@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from wse_sim.runtime.kernels import (  # noqa: F401  (each module registers its kernels)
     conv,
+    core,  # core ATen ops beyond the families (resampling backward, cumprod...)
     elementwise,
     indexing,
     matmul,

@@ -44,7 +44,9 @@ def scatter_add(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
 
 @simple("aten.index_select.default")
 def index_select(x: Any, dim: int, index: Any) -> np.ndarray:
-    """x's slices at `index` along `dim`."""
+    """x's slices at `index` along `dim` (a 0-d x stays 0-d, as in torch)."""
+    if np.ndim(x) == 0:
+        return np.array(x, copy=True)
     out: np.ndarray = np.take(x, index, axis=dim)
     return out
 
