@@ -96,16 +96,18 @@ def iter_batches(
     limits: Any = None,
     should_stop: Callable[[], bool] | None = None,
     datasets: dict[str, Path] | None = None,
+    project: Path | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Batches of steps start_step, start_step+1, ... (endless; close() stops a file source's
     sandbox). A file source ends early, even mid-wait, once `should_stop()` is true.
-    `datasets` ({name: host path}) are bound read-only at /datasets/NAME in its sandbox."""
+    `datasets` ({name: host path}) are bound read-only at /datasets/NAME in its sandbox, the
+    job's `project` folder at /job/src."""
     if spec["data"].get("source", "synthetic") == "synthetic":
         return _synthetic_stream(spec, start_step)
     from compiler.sandbox import stream_batches
 
     batches: Iterator[tuple[np.ndarray, np.ndarray]] = stream_batches(
-        spec, files or {}, start_step, workdir, limits, should_stop, datasets
+        spec, files or {}, start_step, workdir, limits, should_stop, datasets, project
     )
     return batches
 

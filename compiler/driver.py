@@ -55,6 +55,7 @@ def compile_job(
     mode: str | None = None,
     limits: SandboxLimits | None = None,
     namespace: str | None = None,
+    project: Path | None = None,
 ) -> CompileResult:
     """Compile spec's training step for a rows x cols region; raises CompileError subclasses.
 
@@ -62,6 +63,8 @@ def compile_job(
     memory check, no placement, no artifact); default spec["mode"].
     namespace: whose cache this is (SAM passes the tenant): entries and artifacts of another
     namespace are never reused, so `cache_hit` says nothing about what other tenants compiled.
+    project: the job's project folder (read-only at /job/src in the sandbox; the spec's
+    `project` digest names it, so it is part of the cache key).
     A cached artifact is checked against its hashes first; a corrupt one is set aside and
     recompiled.
     """
@@ -88,6 +91,7 @@ def compile_job(
             limits,
             (req_key, namespace),
             start,
+            project,
         )
     except (UnsupportedOperator, CompileOOM) as exc:
         # Deterministic verdicts are cached too, so a resubmitted job fails in milliseconds.
@@ -142,11 +146,12 @@ def _compile(
     limits: SandboxLimits | None,
     keys: tuple[str, str | None],
     start: float,
+    project: Path | None = None,
 ) -> CompileResult:
     from compiler.planner import compile_options, plan_compile
 
     req_key, namespace = keys
-    graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
+    graph, tensors, trace_info = trace_job(spec, files, limits, namespace, project)
     options = compile_options(spec)
     graph, recomputed = _recomputed(graph, options)
     budget = None
@@ -154,11 +159,11 @@ def _compile(
         from compiler.micro_batching import fit_budget
 
         def retrace(trial: dict[str, Any]) -> dict[str, Any]:
-            return _recomputed(trace_job(trial, files, limits, namespace)[0], options)[0]
+            return _recomputed(trace_job(trial, files, limits, namespace, project)[0], options)[0]
 
         spec, graph, budget = fit_budget(spec, graph, options, region[0] * region[1], retrace)
         if budget.micro_batches > 1:
-            graph, tensors, trace_info = trace_job(spec, files, limits, namespace)
+            graph, tensors, trace_info = trace_job(spec, files, limits, namespace, project)
             options = compile_options(spec)
             graph, recomputed = _recomputed(graph, options)
     key = compile_cache.content_key(graph, tensors, options, arch_name, region, namespace)
@@ -234,6 +239,7 @@ def trace_job(
     files: dict[str, str],
     limits: SandboxLimits | None = None,
     namespace: str | None = None,
+    project: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info), traced in a sandbox (`compiler.sandbox.run_trace`).
 
@@ -245,7 +251,7 @@ def trace_job(
         _TRACES.move_to_end(key)
         graph, tensors, info = _TRACES[key]
         return copy.deepcopy(graph), tensors, dict(info)
-    graph, tensors, info = _trace_uncached(spec, files, limits)
+    graph, tensors, info = _trace_uncached(spec, files, limits, project)
     _TRACES[key] = (copy.deepcopy(graph), tensors, dict(info))
     while len(_TRACES) > 8:
         _TRACES.popitem(last=False)
@@ -253,12 +259,15 @@ def trace_job(
 
 
 def _trace_uncached(
-    spec: dict[str, Any], files: dict[str, str], limits: SandboxLimits | None
+    spec: dict[str, Any],
+    files: dict[str, str],
+    limits: SandboxLimits | None,
+    project: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     from compiler.sandbox import run_trace
 
     traced: tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]] = run_trace(
-        spec, files, limits
+        spec, files, limits, project=project
     )
     return traced
 

@@ -23,6 +23,7 @@ from sam_server.api import (
     results,
     tenants,
     tokens,
+    uploads,
 )
 from sam_server.api.json_guard import JsonGuard
 from sam_server.api.limits import BodyLimit, SubmitBuckets
@@ -37,6 +38,8 @@ from sam_server.services.bootstrap import prepare_database
 from sam_server.services.cluster_metrics import ClusterCollector
 
 log = logging.getLogger("sam.server")
+# the request cap of an upload's manifest (thousands of paths and chunk hashes)
+MANIFEST_BODY_BYTES = 64 << 20
 
 
 class _JobGauges:
@@ -114,9 +117,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(results.router)
     app.include_router(accounting.router)
     app.include_router(live.router)
+    app.include_router(uploads.router)
     docs.install(app)
     dashboard.install(app)
     app.add_middleware(JsonGuard)  # inside BodyLimit: the size cap applies first
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    manifests = max(settings.max_body_bytes, MANIFEST_BODY_BYTES)
+    larger = {
+        "/api/v1/uploads/chunks/": settings.upload_chunk_bytes,
+        "/api/v1/uploads/missing": manifests,
+        "/api/v1/projects": manifests,
+        "/api/v1/datasets/": manifests,
+    }
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, larger=larger)
     app.add_middleware(RequestTimer, metrics=prom)
     return app

@@ -8,7 +8,9 @@ from typing import Any
 
 from compiler.arch import normalize_arch
 from sam_server.config import Settings
+from sam_server.errors import SamError
 from sam_server.services.lifecycle import Claim
+from sam_server.services.uploads import project_dir
 
 log = logging.getLogger("sam.worker.compile")
 
@@ -18,6 +20,14 @@ def artifact_root(settings: Settings) -> Path:
     root = (settings.data_dir / "artifacts").resolve()
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def job_project(claim: Claim, settings: Settings) -> Path | None:
+    """The job's project folder on this machine (docs/projects.md); None without one."""
+    digest = claim.spec.get("project")
+    if not digest:
+        return None
+    return project_dir(settings, claim.tenant, str(digest))
 
 
 def run_compile(
@@ -30,6 +40,10 @@ def run_compile(
     device = (claim.spec.get("compile_options") or {}).get("target_device", "WSE-2")
     root = artifact_root(settings)
     try:
+        project = job_project(claim, settings)
+    except SamError as exc:  # the project was removed since the submit
+        return None, ("invalid_spec", str(exc))
+    try:
         result = compiler.compile_job(
             claim.spec,
             claim.files,
@@ -38,6 +52,7 @@ def run_compile(
             arch=normalize_arch(device),
             mode=claim.spec.get("mode"),
             namespace=f"tenant-{claim.tenant_id}",
+            project=project,
         )
     except CompileError as exc:
         return None, (exc.kind, exc.message)

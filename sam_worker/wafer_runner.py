@@ -11,11 +11,11 @@ from typing import Any
 from compiler.errors import ArtifactCorrupt
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
-from sam_server.errors import InvalidSpec
+from sam_server.errors import SamError
 from sam_server.services import lifecycle, results
 from sam_server.services.datasets import dataset_mounts
 from sam_server.states import RunEnd
-from sam_worker.compile_runner import artifact_root
+from sam_worker.compile_runner import artifact_root, job_project
 from sam_worker.identity import WORKER_ID
 from sam_worker.job_outputs import model_weights, resolve_init_from, save_weights
 from sam_worker.lease import LeaseKeeper
@@ -181,7 +181,8 @@ def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         datasets = _datasets(ctx)
-    except InvalidSpec as exc:  # removed since the submit, or no longer shared with the tenant
+        project = job_project(claim, ctx.settings)
+    except SamError as exc:  # removed since the submit, or no longer shared with the tenant
         reporter.flush()
         return RunOutcome.failed("invalid_spec", str(exc))
     batches = _prefetched(
@@ -192,6 +193,7 @@ def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
             workdir,
             should_stop=ctx.should_stop,
             datasets=datasets,
+            project=project,
         ),
         claim.spec,
         reporter,

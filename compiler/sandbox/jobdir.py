@@ -3,12 +3,16 @@
 
 The scratch directory holds ctl/ (the task, read-only inside), src/ (the job's files, read-only)
 and out/ (the one writable directory); the sandbox sees them at /job/ctl, /job/src and /job/out.
+A job with a project (docs/projects.md) sees its project folder at /job/src instead, which is
+also the working directory and on sys.path.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,13 +29,32 @@ def make_scratch(workdir: Path | None) -> Path:
     return scratch
 
 
-def mounts(scratch: Path) -> list[launcher.Mount]:
-    """The job's directories as the sandbox sees them."""
+def mounts(scratch: Path, project: Path | None = None) -> list[launcher.Mount]:
+    """The job's directories as the sandbox sees them: its project folder (when it has one,
+    else the files written to src/) read-only at /job/src."""
     return [
         launcher.Mount(scratch / "ctl", "/job/ctl"),
-        launcher.Mount(scratch / "src", "/job/src"),
+        launcher.Mount(project or scratch / "src", "/job/src"),
         launcher.Mount(scratch / "out", "/job/out", writable=True),
     ]
+
+
+def link_project(project: Path, src: Path) -> None:
+    """The project's files hard-linked into `src` (copied where the file system cannot link):
+    for a sandbox started before its job was known, whose /job/src is already bound."""
+    for folder, _dirs, names in os.walk(project):
+        rel = Path(folder).relative_to(project)
+        (src / rel).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            origin, target = Path(folder, name), src / rel / name
+            if os.path.islink(origin):
+                continue  # the store builds no links; never follow one
+            try:
+                os.link(origin, target)
+            except FileExistsError:
+                continue
+            except OSError:
+                shutil.copyfile(origin, target)
 
 
 DATASETS_ROOT = "/datasets"

@@ -342,7 +342,9 @@ def _launch(  # noqa: PLR0913 - the pieces `start` gathered
         staged = _stage_dirs(binds) if uid is not None else []
         args = [bwrap, *_namespace_args(), "--seccomp", str(_memfd(program, fds))]
         args += ["--info-fd", str(info_write), *_filesystem_args(binds, staged, limits)]
-        args += ["--chdir", "/tmp", "--", *argv, "--started-fd", str(started_write)]
+        # the job's project (or files) is the working directory, as on the user's machine
+        cwd = "/job/src" if any(m.dest == "/job/src" for m in mounts) else "/tmp"
+        args += ["--chdir", cwd, "--", *argv, "--started-fd", str(started_write)]
         for mount in mounts:
             if mount.writable and uid is not None:
                 os.chown(mount.host, uid, uid)

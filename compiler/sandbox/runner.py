@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from compiler.errors import CompileError, ModelError, error_from_dict
 from compiler.sandbox import launcher, warm
-from compiler.sandbox.jobdir import child_argv, make_scratch, mounts
+from compiler.sandbox.jobdir import child_argv, link_project, make_scratch, mounts
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.user_code import write_sources
 
@@ -34,10 +34,18 @@ MAX_RESULT_BYTES = 1 << 20
 MAX_GRAPH_BYTES = 64 << 20
 
 
-def fill(scratch: Path, task: str, payload: dict[str, Any], files: dict[str, str]) -> None:
-    """Write the job's files to src/ and the task to ctl/task.marshal (marshal, not JSON: the
-    sandbox reads it without importing json; only the worker writes it, and the sandbox binds
-    ctl/ read-only)."""
+def fill(
+    scratch: Path,
+    task: str,
+    payload: dict[str, Any],
+    files: dict[str, str],
+    project: Path | None = None,
+) -> None:
+    """Write the job's files to src/ (after linking its `project` there, when given) and the
+    task to ctl/task.marshal (marshal, not JSON: the sandbox reads it without importing json;
+    only the worker writes it, and the sandbox binds ctl/ read-only)."""
+    if project is not None:
+        link_project(project, scratch / "src")
     write_sources(files, scratch / "src")
     task_doc = {"task": task, "payload": payload, "files": sorted(files)}
     (scratch / "ctl" / "task.marshal").write_bytes(marshal.dumps(task_doc))
@@ -58,9 +66,11 @@ def run_task(
     files: dict[str, str],
     limits: SandboxLimits | None = None,
     collect: Callable[[Path, dict[str, Any]], T] | None = None,
+    *,
+    project: Path | None = None,
 ) -> T | dict[str, Any]:
-    """Run `task` in a fresh sandbox and wait for it; every process it started is dead when this
-    returns. Returns collect(out_dir, result) (or the result dict); raises the CompileError the
+    """Run `task` in a fresh sandbox (the job's `project` folder read-only at /job/src) and wait
+    for it; every process it started is dead when this returns. Returns collect(out_dir, result) (or the result dict); raises the CompileError the
     task reported, ModelError when it died or ran out of wall time, SandboxUnavailable."""
     limits = limits or SandboxLimits()
     slot = warm.take(limits) if task == "trace" else None
@@ -68,14 +78,15 @@ def run_task(
     try:
         if slot:  # a sandbox started earlier, torch imported, that waits for its one task
             try:
-                fill(scratch, task, payload, files)
+                fill(scratch, task, payload, files, project)
             except BaseException:
                 slot.discard()
                 raise
             running = slot.go()
         else:
             with open(scratch / "stderr.txt", "wb") as stderr:
-                running = launcher.start(child_argv(), mounts(scratch), limits, None, stderr)
+                binds = mounts(scratch, project)
+                running = launcher.start(child_argv(), binds, limits, None, stderr)
         try:
             returncode, problem = launcher.wait_checked(running, scratch / "out", limits)
         except subprocess.TimeoutExpired:

@@ -31,12 +31,14 @@ def stream_batches(
     limits: SandboxLimits | None = None,
     should_stop: Callable[[], bool] | None = None,
     datasets: dict[str, Path] | None = None,
+    project: Path | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """make_batch(step, batch_size) for step = start_step, ... from a sandboxed child. The
     pipe's buffer bounds how far it runs ahead. The stream ends (StopIteration) as soon as
     `should_stop()` is true, even while waiting for a frame; closing it kills the sandbox and
     every process make_batch started. `datasets` ({name: host path}) are bound read-only at
-    /datasets/NAME: only this sandbox sees them (never the compile's)."""
+    /datasets/NAME: only this sandbox sees them (never the compile's). The job's `project`
+    folder is bound read-only at /job/src."""
     limits = limits or DATA_LIMITS
     payload = {"spec": spec, "start_step": int(start_step)}
     scratch = prepare("batches", payload, files, workdir)
@@ -45,7 +47,7 @@ def stream_batches(
     guard = None
     try:
         with open(scratch / "stderr.txt", "wb") as stderr:
-            binds = mounts(scratch) + dataset_binds(datasets or {})
+            binds = mounts(scratch, project) + dataset_binds(datasets or {})
             running = launcher.start(child_argv(), binds, limits, write_fd, stderr)
         os.close(write_fd)
         write_fd = -1

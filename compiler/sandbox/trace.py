@@ -21,17 +21,22 @@ _TENSOR_ROLES = tuple(r for r in INPUT_ROLES if r not in ("input", "target"))
 
 
 def run_trace(
-    spec: dict[str, Any], files: dict[str, str], limits: SandboxLimits | None = None
+    spec: dict[str, Any],
+    files: dict[str, str],
+    limits: SandboxLimits | None = None,
+    *,
+    project: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info) of the spec's model (built-in or uploaded), traced in a
-    sandbox; raises ModelError (or what the trace reported) and SandboxUnavailable."""
+    sandbox (with the job's `project` folder at /job/src); raises ModelError (or what the trace
+    reported) and SandboxUnavailable."""
     limits = limits or SandboxLimits()
 
     def collect(out: Path, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         graph = _load_graph(out / "graph.json")
         return graph, _load_tensors(out / "init.npz", graph, limits.file_bytes)
 
-    traced = run_task("trace", {"spec": spec}, files, limits, collect)
+    traced = run_task("trace", {"spec": spec}, files, limits, collect, project=project)
     assert isinstance(traced, tuple)
     graph, tensors = traced
     return graph, tensors, {"sandboxed": True, "network_isolation": "netns+seccomp"}

@@ -14,17 +14,26 @@ from sam_server.errors import RateLimited
 class BodyLimit:
     """ASGI middleware: refuse bodies over `max_bytes` with a problem+json 413."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, larger: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # path prefix -> its own cap (uploads: a chunk, a manifest of thousands of files)
+        self.larger = sorted((larger or {}).items(), key=lambda kv: -len(kv[0]))
+
+    def _cap(self, path: str) -> int:
+        for prefix, cap in self.larger:
+            if path.startswith(prefix):
+                return cap
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self._cap(scope.get("path", ""))
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send)
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            await self._reject(send, cap)
             return
         seen = 0
 
@@ -32,23 +41,23 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
+            if seen > cap:
                 raise _TooLarge
             return message
 
         try:
             await self.app(scope, counted, send)
         except _TooLarge:
-            await self._reject(send)
+            await self._reject(send, cap)
 
-    async def _reject(self, send: Send) -> None:
+    async def _reject(self, send: Send, cap: int) -> None:
         body = json.dumps(
             {
                 "type": "https://sam.dev/problems/payload-too-large",
                 "title": "Request body too large",
                 "status": 413,
-                "detail": f"the request body is over {self.max_bytes} bytes; "
-                "upload smaller files (model code and data functions, not data)",
+                "detail": f"the request body is over {cap} bytes; big files go in chunks "
+                "(`sam submit` sends the project so, `sam data put` a data set)",
             }
         ).encode()
         headers = [

@@ -41,6 +41,8 @@ class Tenant(Base):
     max_running_jobs: Mapped[int | None] = mapped_column(Integer)
     max_queued_jobs: Mapped[int | None] = mapped_column(Integer)
     share: Mapped[float] = mapped_column(Float, default=1.0)
+    max_storage_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    storage_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     usage_pe_s: Mapped[float] = mapped_column(Float, default=0.0)
     usage_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -361,6 +361,8 @@ class JobSpec(_Strict):
     run_options: RunOptions = Field(default_factory=RunOptions)
     data_loading: DataLoading = Field(default_factory=DataLoading)
     resources: Resources = Field(default_factory=Resources)
+    # The uploaded project the job runs in, read-only at /job/src (`sam submit` sets it).
+    project: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
     @model_validator(mode="after")
     def _synthetic_defaults(self) -> JobSpec:

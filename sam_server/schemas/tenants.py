@@ -17,6 +17,8 @@ class Quota(BaseModel):
     max_pes: int | None = Field(default=None, ge=1, le=INT64_MAX)
     max_running_jobs: int | None = Field(default=None, ge=0, le=INT32_MAX)
     max_queued_jobs: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    # bytes of project and data set chunks kept (None: the server's SAM_MAX_STORAGE_BYTES)
+    max_storage_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     share: float = Field(default=1.0, gt=0, le=1e9, allow_inf_nan=False)
 
 
@@ -25,6 +27,7 @@ class Usage(BaseModel):
     queued_jobs: int
     pes: int
     pe_seconds: float
+    storage_bytes: int = 0  # project and data set chunks stored
 
 
 class TenantCreate(BaseModel):

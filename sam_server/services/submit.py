@@ -30,6 +30,7 @@ from sam_server.services.jobs import (
 )
 from sam_server.services.requirements import REQUIREMENTS_FILE, check_requirements
 from sam_server.services.spec_check import check_files, parse_spec
+from sam_server.services.uploads import check_project_files
 
 
 def submit_job(
@@ -67,13 +68,13 @@ def submit_job(
             files=files,
             idempotency_key=idempotency_key,
             digest=digest,
-            check_first=lambda first: _check_datasets(settings, tenant, first),
+            check_first=lambda first: _check_uploads(settings, tenant, first, files),
             settings=settings,
         )
     parsed = parse_spec(raw)
     check_files(parsed, files)
     check_submittable(session, principal, parsed)
-    _check_datasets(settings, tenant, parsed)
+    _check_uploads(settings, tenant, parsed, files)
     check_queued_quota(
         session, principal, default_limit=settings.max_queued_jobs if settings else None
     )
@@ -97,10 +98,15 @@ def submit_job(
     return Submitted(view, created=True)
 
 
-def _check_datasets(settings: Settings | None, tenant: str, parsed: JobSpec) -> None:
-    """Every data set the job names exists for its tenant (the worker checks again)."""
+def _check_uploads(
+    settings: Settings | None, tenant: str, parsed: JobSpec, files: dict[str, str]
+) -> None:
+    """Every data set the job names exists for its tenant (the worker checks again), and so
+    does its project, holding the files sent with the job."""
     if settings is not None:
         dataset_mounts(settings, tenant, parsed.data.dataset_names())
+        if parsed.project is not None:
+            check_project_files(settings, tenant, parsed.project, files)
 
 
 def submitted_view(session: Session, job: Job) -> dict[str, Any]:

@@ -37,6 +37,7 @@ def apply_quota(tenant: Tenant, quota: Quota) -> None:
     tenant.max_pes = quota.max_pes
     tenant.max_running_jobs = quota.max_running_jobs
     tenant.max_queued_jobs = quota.max_queued_jobs
+    tenant.max_storage_bytes = quota.max_storage_bytes
     tenant.share = quota.share
 
 
@@ -72,7 +73,11 @@ def tenant_usage(session: Session, tenant: Tenant) -> Usage:
     n_queued = sum(n for state, n, _ in rows if state not in running)
     pes = sum(int(p or 0) for state, _, p in rows if state in running)
     return Usage(
-        running_jobs=n_running, queued_jobs=n_queued, pes=pes, pe_seconds=tenant.usage_pe_s
+        running_jobs=n_running,
+        queued_jobs=n_queued,
+        pes=pes,
+        pe_seconds=tenant.usage_pe_s,
+        storage_bytes=tenant.storage_bytes or 0,
     )
 
 
@@ -82,6 +87,7 @@ def read_tenant(session: Session, tenant: Tenant) -> TenantRead:
         max_pes=tenant.max_pes,
         max_running_jobs=tenant.max_running_jobs,
         max_queued_jobs=tenant.max_queued_jobs,
+        max_storage_bytes=tenant.max_storage_bytes,
         share=tenant.share,
     )
     return TenantRead(name=tenant.name, quota=quota, usage=tenant_usage(session, tenant))

@@ -8,3 +8,13 @@ from pathlib import Path
 def tenant_dataset_dir(data_dir: Path, tenant: str, name: str) -> Path:
     """The files of tenant `tenant`'s data set `name` (what `sam data put` stored)."""
     return Path(data_dir) / "tenants" / tenant / "datasets" / name / "files"
+
+
+def tenant_datasets_root(data_dir: Path, tenant: str) -> Path:
+    """The folder of tenant `tenant`'s data sets (one folder per name)."""
+    return Path(data_dir) / "tenants" / tenant / "datasets"
+
+
+def tenant_project_dir(data_dir: Path, tenant: str, digest: str) -> Path:
+    """Project `digest` of tenant `tenant` as a read-only tree (what a job sees at /job/src)."""
+    return Path(data_dir) / "tenants" / tenant / "projects" / digest

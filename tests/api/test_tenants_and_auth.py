@@ -20,9 +20,10 @@ def test_admin_creates_tenant_and_user_whose_token_works(client):
         "max_pes": 4096,
         "max_running_jobs": None,
         "max_queued_jobs": 10,
+        "max_storage_bytes": None,  # the server's SAM_MAX_STORAGE_BYTES
         "share": 2.0,
     }
-    assert tenant["usage"]["queued_jobs"] == 0
+    assert tenant["usage"]["queued_jobs"] == 0 and tenant["usage"]["storage_bytes"] == 0
 
 
 def test_tokens_are_stored_only_as_hashes(client, settings):

@@ -1,0 +1,272 @@
+"""Uploads of projects and data sets: chunks checked and counted against the tenant's storage,
+manifests checked against the limits (docs/projects.md).
+
+A client asks which of its chunks the tenant lacks (`missing_chunks`), sends those
+(`store_chunk`, each checked against its SHA-256), then commits the manifest: a project
+(`commit_project`, which a job then names in `spec.project`) or a data set (datasets_store.py).
+An interrupted upload resumes where it stopped: the chunks already sent are not missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from sam_server.config import Settings
+from sam_server.db.models import Tenant
+from sam_server.errors import InvalidSpec, NotFound, PayloadTooLarge
+from sam_server.storage.blobs import (
+    DIGEST,
+    BlobError,
+    BlobStore,
+    FileEntry,
+    LocalBlobStore,
+    manifest_bytes,
+)
+from sam_server.storage.layout import tenant_project_dir
+
+MAX_PATH_CHARS = 1024
+
+
+def blob_store(settings: Settings) -> BlobStore:
+    """The storage of uploaded files (the data directory's; one interface, see blobs.py)."""
+    return LocalBlobStore(settings.data_dir)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def storage_limit(session: Session, settings: Settings, tenant_id: int) -> tuple[int, int]:
+    """(bytes stored, the most the tenant may store) for the tenant."""
+    row = session.execute(
+        select(Tenant.storage_bytes, Tenant.max_storage_bytes).where(Tenant.id == tenant_id)
+    ).one()
+    limit = settings.max_storage_bytes if row[1] is None else int(row[1])
+    return int(row[0] or 0), limit
+
+
+def _over_storage(used: int, adding: int, limit: int, source: str) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"storage limit: the tenant stores {used} bytes ({_gib(used)}) and this upload adds "
+        f"{adding} bytes ({_gib(adding)}), over its {source} of {limit} bytes ({_gib(limit)}); "
+        "`sam data du` shows what is stored and `sam data rm` frees a data set"
+    )
+
+
+def _limit_source(session: Session, tenant_id: int) -> str:
+    own = session.execute(
+        select(Tenant.max_storage_bytes).where(Tenant.id == tenant_id)
+    ).scalar_one()
+    return "quota max_storage_bytes" if own is not None else "limit SAM_MAX_STORAGE_BYTES"
+
+
+def count_storage(session: Session, settings: Settings, tenant_id: int, delta: int) -> None:
+    """Add `delta` bytes to the tenant's stored bytes; a 413 naming the limit and the usage
+    when that goes past it (one UPDATE, so concurrent uploads cannot both pass the limit)."""
+    if delta <= 0:
+        session.execute(
+            update(Tenant)
+            .where(Tenant.id == tenant_id)
+            .values(storage_bytes=Tenant.storage_bytes + delta)
+        )
+        return
+    _, limit = storage_limit(session, settings, tenant_id)
+    done = session.execute(
+        update(Tenant)
+        .where(Tenant.id == tenant_id)
+        .where(Tenant.storage_bytes + delta <= limit)
+        .values(storage_bytes=Tenant.storage_bytes + delta)
+    )
+    if getattr(done, "rowcount", 1) == 0:
+        used, limit = storage_limit(session, settings, tenant_id)
+        raise _over_storage(used, delta, limit, _limit_source(session, tenant_id))
+
+
+def missing_chunks(
+    session: Session, settings: Settings, tenant: str, tenant_id: int, chunks: list[Any]
+) -> dict[str, Any]:
+    """Which of `chunks` ([{sha256, size}]) the tenant has not stored, and whether they fit in
+    its storage (a 413 now rather than after gigabytes were sent)."""
+    sizes = {chunk.sha256: chunk.size for chunk in chunks}
+    if any(size > settings.upload_chunk_bytes for size in sizes.values()):
+        # cut for another chunk size: the client cuts again with this one (chunk_bytes)
+        return {
+            "missing": list(sizes),
+            "missing_bytes": 0,
+            "chunk_bytes": settings.upload_chunk_bytes,
+        }
+    have = blob_store(settings).chunk_sizes(tenant, sizes)
+    missing = [d for d in sizes if d not in have]
+    adding = sum(sizes[d] for d in missing)
+    used, limit = storage_limit(session, settings, tenant_id)
+    if used + adding > limit:
+        raise _over_storage(used, adding, limit, _limit_source(session, tenant_id))
+    return {"missing": missing, "missing_bytes": adding, "chunk_bytes": settings.upload_chunk_bytes}
+
+
+def store_chunk(
+    session: Session, settings: Settings, tenant: str, tenant_id: int, digest: str, data: bytes
+) -> dict[str, Any]:
+    """Store one chunk after checking its size and SHA-256; counted once per tenant."""
+    if not DIGEST.match(digest):
+        raise InvalidSpec(f"{digest!r} is not a lowercase hex SHA-256 digest")
+    if len(data) > settings.upload_chunk_bytes:
+        raise PayloadTooLarge(
+            f"a chunk of {len(data)} bytes is over SAM_UPLOAD_CHUNK_BYTES="
+            f"{settings.upload_chunk_bytes}; split files into chunks of at most that"
+        )
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        raise InvalidSpec(
+            f"the chunk's SHA-256 is {actual}, not {digest}: it was altered on the way; send it "
+            "again"
+        )
+    store = blob_store(settings)
+    if store.chunk_sizes(tenant, [digest]):
+        return {"sha256": digest, "stored": False}
+    count_storage(session, settings, tenant_id, len(data))
+    if not store.put_chunk(tenant, digest, data):  # a concurrent upload stored it first
+        count_storage(session, settings, tenant_id, -len(data))
+        return {"sha256": digest, "stored": False}
+    return {"sha256": digest, "stored": True}
+
+
+def plain_path(path: str) -> bool:
+    """A relative '/'-separated path with no '..', '.', empty part, backslash or NUL."""
+    if not path or len(path) > MAX_PATH_CHARS or "\\" in path or "\x00" in path:
+        return False
+    if path.startswith("/"):
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    digest: str
+    files: list[FileEntry]
+    total_bytes: int
+
+    def view(self) -> dict[str, Any]:
+        return {"digest": self.digest, "files": len(self.files), "bytes": self.total_bytes}
+
+
+def check_manifest(
+    settings: Settings, tenant: str, rows: list[Any], *, what: str, max_total: int | None
+) -> Manifest:
+    """The manifest's files, checked: plain unique paths, sizes within the limits, every chunk
+    stored for this tenant and adding up to its file's size; 413/422 naming what is wrong."""
+    if len(rows) > settings.max_project_files:
+        raise PayloadTooLarge(
+            f"{what}: {len(rows)} files, over the limit SAM_MAX_PROJECT_FILES="
+            f"{settings.max_project_files}; leave some out (.samignore) or make a data set"
+        )
+    files: list[FileEntry] = []
+    seen: set[str] = set()
+    total = 0
+    for row in rows:
+        entry = FileEntry(row.path, row.size, row.sha256, tuple(row.chunks))
+        if not plain_path(entry.path):
+            raise InvalidSpec(f"{what}: {entry.path!r} is not a plain relative path")
+        if entry.path in seen:
+            raise InvalidSpec(f"{what}: {entry.path!r} is listed twice")
+        seen.add(entry.path)
+        if entry.size > settings.max_file_bytes:
+            raise PayloadTooLarge(
+                f"{what}: {entry.path} is {entry.size} bytes ({_gib(entry.size)}), over the "
+                f"limit SAM_MAX_FILE_BYTES={settings.max_file_bytes} ({_gib(settings.max_file_bytes)})"
+            )
+        total += entry.size
+        files.append(entry)
+    for entry in files:  # a file cannot also be a folder of another's path
+        parts = entry.path.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in seen:
+                raise InvalidSpec(f"{what}: {'/'.join(parts[:i])!r} is both a file and a folder")
+    if max_total is not None and total > max_total:
+        raise PayloadTooLarge(
+            f"{what}: {total} bytes ({_gib(total)}), over the limit SAM_MAX_PROJECT_BYTES="
+            f"{max_total} ({_gib(max_total)}); put big data in a data set (`sam data put`) "
+            "and leave it out of the project (.samignore)"
+        )
+    _check_chunks(settings, tenant, files, what)
+    digest = hashlib.sha256(manifest_bytes(files)).hexdigest()
+    return Manifest(digest, sorted(files, key=lambda f: f.path), total)
+
+
+def _check_chunks(settings: Settings, tenant: str, files: list[FileEntry], what: str) -> None:
+    wanted = {c for f in files for c in f.chunks}
+    have = blob_store(settings).chunk_sizes(tenant, wanted)
+    for entry in files:
+        expected = -(-entry.size // settings.upload_chunk_bytes)
+        if len(entry.chunks) != expected:
+            raise InvalidSpec(
+                f"{what}: {entry.path} has {len(entry.chunks)} chunks; {entry.size} bytes in "
+                f"chunks of {settings.upload_chunk_bytes} make {expected}"
+            )
+        lost = [c for c in entry.chunks if c not in have]
+        if lost:
+            raise InvalidSpec(
+                f"{what}: {entry.path}: {len(lost)} of its chunks were not uploaded (first "
+                f"{lost[0][:12]}); upload them first (`sam submit` does)"
+            )
+        if sum(have[c] for c in entry.chunks) != entry.size:
+            raise InvalidSpec(f"{what}: {entry.path}: its chunks do not add up to {entry.size}")
+
+
+def commit_project(settings: Settings, tenant: str, rows: list[Any]) -> dict[str, Any]:
+    """Store a project's manifest and build its read-only tree; `{digest, files, bytes}`.
+
+    An unchanged project (its manifest already stored) costs a stat: nothing is built again."""
+    manifest = check_manifest(
+        settings, tenant, rows, what="project", max_total=settings.max_project_bytes
+    )
+    store = blob_store(settings)
+    if not store.has_manifest(tenant, manifest.digest):
+        target = tenant_project_dir(settings.data_dir, tenant, manifest.digest)
+        try:
+            store.materialize(tenant, manifest.files, target)
+        except BlobError as exc:
+            raise InvalidSpec(f"project: {exc}") from None
+        store.put_manifest(tenant, manifest.digest, manifest_bytes(manifest.files))
+    return manifest.view()
+
+
+def project_files(settings: Settings, tenant: str, digest: str) -> list[FileEntry]:
+    """The files of the tenant's project `digest`; 422 when the tenant has none such (another
+    tenant's project is unknown, like one that was never uploaded)."""
+    files = blob_store(settings).read_manifest(tenant, digest) if DIGEST.match(digest) else None
+    if files is None:
+        message = f"no uploaded project {digest[:12]} for your tenant; `sam submit` uploads it"
+        raise InvalidSpec(
+            f"project: {message}", errors=[{"field": "spec.project", "message": message}]
+        )
+    return files
+
+
+def check_project_files(
+    settings: Settings, tenant: str, digest: str, files: dict[str, str]
+) -> None:
+    """The files sent as text with the job are the project's own (the same content)."""
+    entries = {f.path: f.sha256 for f in project_files(settings, tenant, digest)}
+    for name, text in files.items():
+        wanted = entries.get(name)
+        if wanted is None:
+            raise InvalidSpec(f"files.{name}: not a file of the job's project {digest[:12]}")
+        if hashlib.sha256(text.encode()).hexdigest() != wanted:
+            raise InvalidSpec(f"files.{name}: differs from the project's {name}; submit again")
+
+
+def project_dir(settings: Settings, tenant: str, digest: str) -> Path:
+    """The project's read-only tree on this machine (built from the store when missing)."""
+    files = project_files(settings, tenant, digest)
+    target = tenant_project_dir(settings.data_dir, tenant, digest)
+    try:
+        return blob_store(settings).materialize(tenant, files, target)
+    except BlobError as exc:
+        raise NotFound(f"project {digest[:12]}: {exc}") from None

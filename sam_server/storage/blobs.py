@@ -1,0 +1,240 @@
+"""Content-addressed storage of a tenant's uploaded files: projects and data sets (docs/projects.md).
+
+A file travels as chunks of at most SAM_UPLOAD_CHUNK_BYTES, each named by its SHA-256; the
+file is named by the SHA-256 of its whole content, and a project (or a data set) by the hash
+of its manifest, the sorted list of (path, size, file hash, chunk hashes). Every tenant has its
+own space: a chunk is stored once per tenant and never looked up in another tenant's space
+(a hit across tenants would tell one tenant what another uploaded).
+
+`BlobStore` is the one interface the server and the workers use. `LocalBlobStore` keeps
+everything under the data directory, which every process of a one-machine cluster (or a
+shared file system) sees. An S3-compatible object store can replace it: chunks and manifests
+become objects under `TENANT/chunks/` and `TENANT/manifests/`, and `materialize` fills a local
+cache on the worker that runs the job, as this one fills its `projects/` folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+class BlobError(ValueError):
+    """Stored content does not match what its manifest says (a chunk missing or altered)."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a manifest: where it goes, its size and hashes."""
+
+    path: str  # relative, '/'-separated, checked plain (services/uploads.py)
+    size: int
+    sha256: str
+    chunks: tuple[str, ...]
+
+
+def manifest_bytes(files: Iterable[FileEntry]) -> bytes:
+    """The canonical text of a manifest (sorted by path): its SHA-256 names it."""
+    rows = [
+        {"path": f.path, "size": f.size, "sha256": f.sha256, "chunks": list(f.chunks)}
+        for f in sorted(files, key=lambda f: f.path)
+    ]
+    return json.dumps({"files": rows}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def parse_manifest(data: bytes) -> list[FileEntry]:
+    """The files of a stored manifest (written by `manifest_bytes`)."""
+    rows = json.loads(data)["files"]
+    return [FileEntry(r["path"], int(r["size"]), r["sha256"], tuple(r["chunks"])) for r in rows]
+
+
+class BlobStore(Protocol):
+    """What the server and the workers need of the storage of uploaded files."""
+
+    def chunk_sizes(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
+        """{digest: size} of the given chunks the tenant has stored (others are absent)."""
+        ...
+
+    def put_chunk(self, tenant: str, digest: str, data: bytes) -> bool:
+        """Store a chunk whose SHA-256 the caller checked; False when it was there already."""
+        ...
+
+    def drop_chunk(self, tenant: str, digest: str) -> int:
+        """Delete a chunk; the bytes freed (0 when it was not there)."""
+        ...
+
+    def has_manifest(self, tenant: str, digest: str) -> bool: ...
+
+    def put_manifest(self, tenant: str, digest: str, data: bytes) -> None: ...
+
+    def read_manifest(self, tenant: str, digest: str) -> list[FileEntry] | None: ...
+
+    def manifests(self, tenant: str) -> list[str]:
+        """Digests of every manifest the tenant has stored."""
+        ...
+
+    def drop_manifest(self, tenant: str, digest: str) -> None: ...
+
+    def drop_file(self, tenant: str, digest: str) -> None:
+        """Forget a file assembled from several chunks (its chunks stay until dropped)."""
+        ...
+
+    def materialize(self, tenant: str, files: list[FileEntry], dest: Path) -> Path:
+        """`files` as a read-only tree at `dest` (a local folder), built once; raises BlobError
+        when a chunk is missing or a file's content does not match its hash."""
+        ...
+
+
+class LocalBlobStore:
+    """Chunks, files and manifests under `root/tenants/TENANT/store/` (one file system)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _store(self, tenant: str) -> Path:
+        if not tenant or "/" in tenant or tenant.startswith("."):
+            raise ValueError(f"tenant name {tenant!r} is not a plain name")
+        return self.root / "tenants" / tenant / "store"
+
+    def _chunk(self, tenant: str, digest: str) -> Path:
+        if not DIGEST.match(digest):
+            raise ValueError(f"{digest!r} is not a SHA-256 digest")
+        return self._store(tenant) / "chunks" / digest[:2] / digest
+
+    def _manifest(self, tenant: str, digest: str) -> Path:
+        if not DIGEST.match(digest):
+            raise ValueError(f"{digest!r} is not a SHA-256 digest")
+        return self._store(tenant) / "manifests" / f"{digest}.json"
+
+    def chunk_sizes(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
+        sizes = {}
+        for digest in digests:
+            try:
+                sizes[digest] = self._chunk(tenant, digest).stat().st_size
+            except FileNotFoundError:
+                continue
+        return sizes
+
+    def put_chunk(self, tenant: str, digest: str, data: bytes) -> bool:
+        target = self._chunk(tenant, digest)
+        if target.exists():
+            return False
+        return _write_once(target, data)
+
+    def drop_chunk(self, tenant: str, digest: str) -> int:
+        target = self._chunk(tenant, digest)
+        try:
+            size = target.stat().st_size
+            target.unlink()
+        except FileNotFoundError:
+            return 0
+        return size
+
+    def has_manifest(self, tenant: str, digest: str) -> bool:
+        return self._manifest(tenant, digest).is_file()
+
+    def put_manifest(self, tenant: str, digest: str, data: bytes) -> None:
+        _write_once(self._manifest(tenant, digest), data)
+
+    def read_manifest(self, tenant: str, digest: str) -> list[FileEntry] | None:
+        try:
+            return parse_manifest(self._manifest(tenant, digest).read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def manifests(self, tenant: str) -> list[str]:
+        folder = self._store(tenant) / "manifests"
+        if not folder.is_dir():
+            return []
+        return sorted(p.stem for p in folder.glob("*.json") if DIGEST.match(p.stem))
+
+    def drop_manifest(self, tenant: str, digest: str) -> None:
+        self._manifest(tenant, digest).unlink(missing_ok=True)
+
+    def drop_file(self, tenant: str, digest: str) -> None:
+        if DIGEST.match(digest):
+            (self._store(tenant) / "files" / digest[:2] / digest).unlink(missing_ok=True)
+
+    def materialize(self, tenant: str, files: list[FileEntry], dest: Path) -> Path:
+        if dest.is_dir():
+            return dest
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}")
+        try:
+            tmp.mkdir(parents=True)
+            for entry in files:
+                target = tmp / entry.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(self._file(tenant, entry), target)
+            for folder, _, _ in os.walk(tmp):
+                os.chmod(folder, 0o755)
+            try:
+                os.rename(tmp, dest)
+            except OSError:
+                if not dest.is_dir():  # another process built the same tree first: keep it
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest
+
+    def _file(self, tenant: str, entry: FileEntry) -> Path:
+        """The file's content as one read-only file of the store: the chunk itself when it is
+        one chunk, else assembled (and checked against the file's hash) once per content."""
+        if len(entry.chunks) == 1 and entry.chunks[0] == entry.sha256:
+            path = self._chunk(tenant, entry.sha256)
+            if not path.is_file():
+                raise BlobError(f"{entry.path}: chunk {entry.sha256[:12]} is not stored")
+            return path
+        if not DIGEST.match(entry.sha256):
+            raise BlobError(f"{entry.path}: {entry.sha256!r} is not a SHA-256 digest")
+        path = self._store(tenant) / "files" / entry.sha256[:2] / entry.sha256
+        if path.is_file():
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        digest = hashlib.sha256()
+        try:
+            with open(tmp, "wb") as out:
+                for chunk in entry.chunks:
+                    try:
+                        data = self._chunk(tenant, chunk).read_bytes()
+                    except FileNotFoundError:
+                        raise BlobError(f"{entry.path}: chunk {chunk[:12]} is not stored") from None
+                    digest.update(data)
+                    out.write(data)
+            if digest.hexdigest() != entry.sha256 or tmp.stat().st_size != entry.size:
+                raise BlobError(
+                    f"{entry.path}: its chunks do not add up to the file's size and SHA-256"
+                )
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+
+
+def _write_once(target: Path, data: bytes) -> bool:
+    """Write `data` at `target` atomically, read-only; False when another writer won."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o444)
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
