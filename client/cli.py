@@ -43,6 +43,7 @@ CLIENT_COMMANDS: dict[str, str] = {
     "release": "client.commands.control:release",
     "requeue": "client.commands.control:requeue",
     "update": "client.commands.control:update",
+    "data": "client.commands.data:data_group",
 }
 
 

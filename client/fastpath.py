@@ -157,6 +157,7 @@ def submit_quickly(argv: list[str]) -> int | None:
     config = None
     try:
         config_file = args.get("config_file")
+        origins: dict[str, Path] | None = None if args.get("no_project") else {}
         spec, files = load_job_file(
             Path(args["job_file"]),
             None if config_file is None else Path(config_file),
@@ -164,6 +165,7 @@ def submit_quickly(argv: list[str]) -> int | None:
             on_outside=lambda field, path: _stderr(
                 f"warning: {field}: uploading {path}, from outside the job file's folder"
             ),
+            origins=origins,
         )
         spec = with_directives(
             spec,
@@ -174,6 +176,18 @@ def submit_quickly(argv: list[str]) -> int | None:
         )
         config = resolve_config(args["url"], args["token"], context=args["context"])
         with SamClient(config.url, config.token) as client:
+            if origins is not None:
+                from client.upload import (
+                    QUIET_BELOW_BYTES,
+                    project_listing,
+                    sent_line,
+                    with_project,
+                )
+
+                listing = project_listing(Path(args["job_file"]), origins)
+                spec, report = with_project(client, spec, listing)
+                if report.sent_bytes >= QUIET_BELOW_BYTES:
+                    _stderr(sent_line(report))
             job = client.submit_job(spec, files, idempotency_key=args.get("idempotency_key"))
     except SamAPIError as exc:
         _stderr("\n".join(api_error_lines(exc, config)))

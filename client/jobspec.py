@@ -65,11 +65,14 @@ def collect_files(
     *,
     allow_outside: bool = False,
     on_outside: Callable[[str, Path], None] | None = None,
+    origins: dict[str, Path] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Read every file the spec names, relative to `base_dir`.
 
-    The server keeps a job's files in one flat folder, so each is uploaded under its base name
-    and the returned copy of the spec names it so (`src/model.py` becomes `model.py`).
+    Without a project (`origins` None) the server keeps a job's files in one flat folder, so
+    each is uploaded under its base name and the returned copy of the spec names it so
+    (`src/model.py` becomes `model.py`). With one, a file inside `base_dir` keeps its path in
+    the project (`src/model.py`), and `origins` gets {name sent: the file read}.
     A file outside `base_dir` (`../x`, an absolute path, a symlink leading out) is refused unless
     `allow_outside`; then `on_outside(field, path)` is told of each one.
     Returns (spec to send, {upload name: text}).
@@ -77,7 +80,7 @@ def collect_files(
     base = Path(base_dir).resolve()
     sent = dict(spec)
     files: dict[str, str] = {}
-    origins: dict[str, Path] = {}
+    seen = origins if origins is not None else {}
     for section, key in FILE_FIELDS:
         block = spec.get(section)
         name = block.get(key) if isinstance(block, dict) else None
@@ -87,13 +90,15 @@ def collect_files(
         if not path.is_relative_to(base):
             _check_outside(f"{section}.{key}", name, path, base, allow_outside, on_outside)
         upload_name = path.name
-        if upload_name in origins and origins[upload_name] != path:
+        if origins is not None and path.is_relative_to(base):
+            upload_name = path.relative_to(base).as_posix()
+        if upload_name in seen and seen[upload_name] != path:
             raise JobSpecError(
-                f"{section}.{key}: {name} and {origins[upload_name]} share the name "
+                f"{section}.{key}: {name} and {seen[upload_name]} share the name "
                 f"{upload_name!r}; jobs upload files into one folder, so rename one"
             )
         files[upload_name] = _read_text(path, f"{section}.{key}")
-        origins[upload_name] = path
+        seen[upload_name] = path
         sent[section] = {**block, key: upload_name}
     return sent, files
 
@@ -157,8 +162,10 @@ def load_job_file(
     *,
     allow_outside: bool = False,
     on_outside: Callable[[str, Path], None] | None = None,
+    origins: dict[str, Path] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Read `path` as a job file: returns (spec to send, {file name: text} to upload).
+    `origins` (with a project): filled with {file name: the file read} (see collect_files).
 
     The seed's cerebras_config.yaml keys are merged in from `config` (`--config`) and from a
     `cerebras_config:` key of the job file (a file name relative to it, or the keys inline).
@@ -167,12 +174,18 @@ def load_job_file(
     spec = read_yaml_file(path)
     spec = apply_cerebras_config(spec, path.resolve().parent, config)
     sent, files = collect_files(
-        spec, path.resolve().parent, allow_outside=allow_outside, on_outside=on_outside
+        spec,
+        path.resolve().parent,
+        allow_outside=allow_outside,
+        on_outside=on_outside,
+        origins=origins,
     )
     requirements = path.resolve().parent / "requirements.txt"
     if requirements.is_file() and "requirements.txt" not in files:
         # checked at submit against the workers' packages (docs/data.md)
         files["requirements.txt"] = _read_text(requirements, "requirements.txt")
+        if origins is not None:
+            origins["requirements.txt"] = requirements
     return sent, files
 
 

@@ -123,6 +123,7 @@ class SamClient:
         json: Any = None,
         params: Any = None,
         headers: dict[str, str] | None = None,
+        content: bytes | None = None,
     ) -> quickhttp.QuickResponse:
         url = self.url + API_PREFIX + path
         if params:
@@ -130,7 +131,7 @@ class SamClient:
 
             url += "?" + urlencode(params, doseq=True)
         all_headers = {**self._headers, **(headers or {})}
-        body = None
+        body = content
         if json is not None:
             body = _json_dumps(json)
             all_headers["Content-Type"] = "application/json"
@@ -184,6 +185,15 @@ class SamClient:
         """`_json` of an endpoint that answers with one JSON object."""
         body: dict[str, Any] = self._json(method, path, **kwargs)
         return body
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Any JSON endpoint under /api/v1 (uploads, data sets): its decoded answer."""
+        return self._json(method, path, **kwargs)
+
+    def put_bytes(self, path: str, data: bytes) -> Any:
+        """PUT a raw body (an upload's chunk); its JSON answer."""
+        headers = {"Content-Type": "application/octet-stream"}
+        return self._send("PUT", path, content=data, headers=headers).json()
 
     # -- jobs ------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ SUBMIT_OPTIONS = (
         ("--dry-run",),
         "dry_run",
         None,
-        "Validate on the server and print the normalized spec.",
+        "Validate on the server and print the normalized spec and the project's files.",
     ),
     (
         ("-o", "--output"),
@@ -54,6 +54,12 @@ SUBMIT_OPTIONS = (
         "allow_outside",
         None,
         "Upload named files from outside the job file's folder (each is listed on stderr).",
+    ),
+    (
+        ("--no-project",),
+        "no_project",
+        None,
+        "Send only the files the job file names, not its folder (the job's project).",
     ),
     (
         ("--array", "-a"),

@@ -28,8 +28,8 @@ from client.commands.tokens import token_group
 from client.output import render_key_values, render_table
 
 F = TypeVar("F", bound=Callable[..., Any])
-QUOTA_FIELDS = ("max_pes", "max_running_jobs", "max_queued_jobs", "share")
-USAGE_FIELDS = ("running_jobs", "queued_jobs", "pes", "pe_seconds")
+QUOTA_FIELDS = ("max_pes", "max_running_jobs", "max_queued_jobs", "max_storage_bytes", "share")
+USAGE_FIELDS = ("running_jobs", "queued_jobs", "pes", "pe_seconds", "storage_bytes")
 QUOTA_DEFAULTS = {"share": 1}  # an omitted limit means none; an omitted share means 1
 
 
@@ -39,6 +39,11 @@ def quota_options(func: F) -> F:
         "--share",
         type=click.FloatRange(min=0, min_open=True),
         help="Fair-share weight (default 1).",
+    )(func)
+    func = click.option(
+        "--max-storage-bytes",
+        type=click.IntRange(min=0),
+        help="Cap on stored project and data set bytes (default: the server's).",
     )(func)
     func = click.option(
         "--max-queued-jobs", type=click.IntRange(min=0), help="Cap on jobs not yet ended."

@@ -20,8 +20,10 @@ from client.errors import SamAPIError, SamConnectionError
 from client.fastpath import submitted_text, with_directives
 from client.jobspec import load_job_file
 from client.output import dump_data, format_progress
+from client.project import human_bytes
 from client.sdk import TERMINAL_STATES, SamClient
 from client.submit_options import SUBMIT_OPTIONS, SUBMIT_OUTPUTS
+from client.upload import QUIET_BELOW_BYTES, project_listing, sent_line, with_project
 
 
 @click.command()
@@ -46,17 +48,21 @@ def submit(
     dependency: str | None,
     hold: bool,
     kill_invalid_depend: bool,
+    no_project: bool,
     poll_interval: float,
     url: str | None,
     token: str | None,
 ) -> None:
     """Submit a job file (job.yaml) and the files it names.
 
-    Files the spec names (model.file, data.file) are read relative to JOB_FILE and uploaded.
-    Files outside JOB_FILE's folder (../x, absolute paths, symlinks leading out) are refused
-    unless --allow-outside is given. Prints `Submitted job ID to tenant T`; with --wait, exits
-    0 only if the job succeeded.
+    JOB_FILE's folder is the job's project: every file under it (binary too) is sent, except
+    what .samignore and the built-in rules (.git, .venv, __pycache__, *.pyc) leave out, and the
+    job sees it read-only at /job/src, its working directory (docs/projects.md). Files the spec
+    names (model.file, data.file) are read relative to JOB_FILE; files outside its folder (../x,
+    absolute paths, symlinks leading out) are refused unless --allow-outside is given. Prints
+    `Submitted job ID to tenant T`; with --wait, exits 0 only if the job succeeded.
     """
+    origins: dict[str, Path] | None = None if no_project else {}
     spec, files = load_job_file(
         job_file,
         config_file,
@@ -64,14 +70,26 @@ def submit(
         on_outside=lambda field, path: echo_message(
             f"warning: {field}: uploading {path}, from outside the job file's folder"
         ),
+        origins=origins,
     )
     spec = with_directives(spec, array, dependency, hold, kill_invalid_depend)
     if wait and spec.get("array") is not None:
         raise click.UsageError("--wait follows one job; for an array, watch `sam queue --array`")
+    listing = None if origins is None else project_listing(job_file, origins)
     client = open_client(url, token)
     if dry_run:
-        _print_validation(client.validate_job(spec, files), output)
+        result = client.validate_job(spec, files)
+        if listing is not None:
+            result["project"] = {
+                "files": [{"path": f.path, "size": f.size} for f in listing],
+                "bytes": sum(f.size for f in listing),
+            }
+        _print_validation(result, output)
         return
+    if listing is not None:
+        spec, report = with_project(client, spec, listing)
+        if report.sent_bytes >= QUIET_BELOW_BYTES:
+            echo_message(sent_line(report))
     job = client.submit_job(spec, files, idempotency_key=idempotency_key or uuid.uuid4().hex)
     _print_submitted(job, output, parsable)
     if wait:
@@ -84,6 +102,11 @@ def _print_validation(result: dict[str, Any], output: str) -> None:
     if output != "text":
         echo_data(result, output)
         return
+    project = result.get("project")
+    if project is not None:
+        click.echo(f"# project: {len(project['files'])} files, {human_bytes(project['bytes'])}")
+        for entry in project["files"]:
+            click.echo(f"#   {entry['path']}  {human_bytes(entry['size'])}")
     region = result.get("region") or {}
     shape = f"{region.get('rows')}x{region.get('cols')} PEs" if region else "no region"
     echo_message(f"job file is valid (region {shape}); nothing was submitted")

@@ -5,6 +5,7 @@ It implements the same interface as the real server, small: enough state for the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,9 @@ class FakeSam:
     fail_next_connects: int = 0
     sse_supported: bool = True
     page_size_cap: int = 500
+    chunks: dict[str, dict[str, bytes]] = field(default_factory=dict)  # tenant -> sha -> bytes
+    projects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # digest -> rows
+    chunk_bytes: int = 8 << 20
 
     @property
     def transport(self) -> httpx.MockTransport:
@@ -279,3 +283,49 @@ class FakeSam:
             "usage": {"pes": 0},
         }
         return httpx.Response(201, json=self.tenants[body["name"]])
+
+    # -- uploads (the real protocol: services/uploads.py) --------------------------------
+
+    def _post_uploads(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        have = self.chunks.setdefault(me["tenant"], {})
+        wanted = [c["sha256"] for c in json.loads(request.content)["chunks"]]
+        missing = [c for c in wanted if c not in have]
+        body = {"missing": missing, "missing_bytes": 0, "chunk_bytes": self.chunk_bytes}
+        return httpx.Response(200, json=body)
+
+    def _put_uploads(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        digest = rest[1]
+        if hashlib.sha256(request.content).hexdigest() != digest:
+            return problem(422, "Invalid job spec", "the chunk's SHA-256 does not match")
+        self.chunks.setdefault(me["tenant"], {})[digest] = request.content
+        return httpx.Response(200, json={"sha256": digest, "stored": True})
+
+    def _post_projects(
+        self, request: httpx.Request, me: dict[str, str], rest: list[str]
+    ) -> httpx.Response:
+        rows = json.loads(request.content)["files"]
+        have = self.chunks.get(me["tenant"], {})
+        for row in rows:
+            if any(c not in have for c in row["chunks"]):
+                return problem(422, "Invalid job spec", f"{row['path']}: chunks not uploaded")
+            content = b"".join(have[c] for c in row["chunks"])
+            if hashlib.sha256(content).hexdigest() != row["sha256"]:
+                return problem(422, "Invalid job spec", f"{row['path']}: wrong SHA-256")
+        rows = sorted(rows, key=lambda r: r["path"])
+        digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+        self.projects[digest] = rows
+        body = {"digest": digest, "files": len(rows), "bytes": sum(r["size"] for r in rows)}
+        return httpx.Response(201, json=body)
+
+    def job_posts(self) -> list[httpx.Request]:
+        """The requests that submitted (or validated) a job, in order."""
+        return [r for r in self.requests if r.url.path == "/api/v1/jobs" and r.method == "POST"]
+
+    def project_files(self, digest: str, tenant: str = "acme") -> dict[str, bytes]:
+        """{path: content} of a committed project."""
+        have = self.chunks[tenant]
+        return {r["path"]: b"".join(have[c] for c in r["chunks"]) for r in self.projects[digest]}

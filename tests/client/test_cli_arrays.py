@@ -35,8 +35,10 @@ def user(live_server) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def job_file(tmp_path: Path) -> Path:
-    (tmp_path / "model.py").write_text(MODEL)
-    path = tmp_path / "job.yaml"
+    project = tmp_path / "project"  # its own folder: the server keeps its files in tmp_path
+    project.mkdir()
+    (project / "model.py").write_text(MODEL)
+    path = project / "job.yaml"
     path.write_text(JOB)
     return path
 
@@ -76,7 +78,7 @@ def test_array_submit_substitutes_collapses_and_controls(live_server, user, job_
 
 def test_dependency_and_hold_flags_and_bad_arrays(live_server, user, job_file, tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = live_server.url
-    plain = tmp_path / "plain.yaml"
+    plain = job_file.parent / "plain.yaml"
     plain.write_text(JOB.replace("${SAM_ARRAY_TASK_ID}", "1"))
     first = sam(url, user, "submit", "--parsable", str(plain)).stdout.strip()
     second = sam(url, user, "submit", "--parsable", "-d", f"afterok:{first}", "--hold", str(plain))

@@ -59,9 +59,11 @@ def sam(url: str, token: str, *args: str) -> click.testing.Result:
 
 @pytest.fixture
 def job_file(tmp_path: Path) -> Path:
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "model.py").write_text(MODEL)
-    path = tmp_path / "job.yaml"
+    project = tmp_path / "project"  # its own folder: the server keeps its files in tmp_path
+    project.mkdir()
+    (project / "src").mkdir()
+    (project / "src" / "model.py").write_text(MODEL)
+    path = project / "job.yaml"
     path.write_text(JOB)
     return path
 
@@ -125,7 +127,7 @@ def test_validation_errors_auth_and_tenant_isolation(
     assert yaml.safe_load(dry.stdout)["name"] == "e2e-mlp"
     assert "8x8" in dry.stderr
 
-    bad = tmp_path / "bad.yaml"
+    bad = job_file.parent / "bad.yaml"
     bad.write_text(JOB.replace("name: e2e-mlp", "name: e2e-mlp\nnmae: typo"))
     result = sam(url, alice, "submit", str(bad))
     assert result.exit_code == 1 and result.stderr.startswith("error: ")

@@ -25,9 +25,9 @@ def test_submit_uploads_named_files_and_prints_the_id(
     result = run_sam("submit", str(job_file))
     assert result.exit_code == 0, result.stderr
     assert result.stdout == "Submitted job 1 to tenant acme\n"
-    sent = json.loads(fake.requests[0].content)
+    sent = json.loads(fake.job_posts()[0].content)
     assert sent["files"] == {"model.py": "class Net: ...\n"} and sent["spec"]["name"] == "mnist"
-    assert len(fake.requests[0].headers["idempotency-key"]) >= 16
+    assert len(fake.job_posts()[0].headers["idempotency-key"]) >= 16
 
 
 def test_submit_parsable_prints_only_the_id(run_sam, job_file: Path) -> None:
@@ -37,7 +37,8 @@ def test_submit_parsable_prints_only_the_id(run_sam, job_file: Path) -> None:
 def test_each_submit_sends_a_fresh_idempotency_key(run_sam, fake: FakeSam, job_file: Path) -> None:
     run_sam("submit", str(job_file))
     run_sam("submit", str(job_file))
-    assert len({r.headers["idempotency-key"] for r in fake.requests}) == 2 and len(fake.jobs) == 2
+    keys = {r.headers["idempotency-key"] for r in fake.job_posts()}
+    assert len(keys) == 2 and len(fake.jobs) == 2
 
 
 def test_submit_with_missing_file_fails_before_sending(
@@ -79,7 +80,9 @@ def test_dry_run_prints_normalized_spec_and_creates_nothing(
     assert result.exit_code == 0, result.stderr
     assert yaml.safe_load(result.stdout)["priority"] == "normal"
     assert "valid" in result.stderr and "64x64" in result.stderr
-    assert fake.jobs == {} and fake.requests[0].url.params["dry_run"] == "true"
+    assert fake.jobs == {} and fake.job_posts()[0].url.params["dry_run"] == "true"
+    assert fake.chunks == {}  # a dry run lists the project's files and sends none
+    assert "# project: 2 files" in result.stdout and "model.py" in result.stdout
 
 
 @pytest.mark.parametrize(("final", "code"), [("succeeded", 0), ("failed", 1)])

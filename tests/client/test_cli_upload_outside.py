@@ -51,7 +51,7 @@ def test_allow_outside_uploads_and_names_each_outside_file(
     assert result.exit_code == 0, result.stderr
     outside = (layout.parent / "victim_config.toml").resolve()
     assert f"uploading {outside}, from outside the job file's folder" in result.stderr
-    assert json.loads(fake.requests[0].content)["files"] == {"victim_config.toml": SECRET}
+    assert json.loads(fake.job_posts()[0].content)["files"] == {"victim_config.toml": SECRET}
 
 
 def test_files_inside_the_folder_and_symlinks_within_it_need_no_flag(
@@ -62,4 +62,4 @@ def test_files_inside_the_folder_and_symlinks_within_it_need_no_flag(
     result = run_sam("submit", str(_job(layout, "src/link.py")))
     assert result.exit_code == 0, result.stderr
     assert "outside" not in result.stderr
-    assert json.loads(fake.requests[0].content)["files"] == {"model.py": "class Net: ...\n"}
+    assert json.loads(fake.job_posts()[0].content)["files"] == {"model.py": "class Net: ...\n"}

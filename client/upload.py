@@ -1,0 +1,238 @@
+"""Chunked, content-addressed, resumable uploads of a project or a data set (docs/projects.md).
+
+Each file is cut into chunks of the server's chunk size and hashed (SHA-256 per chunk and per
+file). The server is asked which chunks its tenant lacks, only those are sent (a few at once),
+then the manifest is committed. A resubmit of an unchanged project sends no file bytes; an
+interrupted upload, run again, sends only what did not arrive. Hashes are remembered by path,
+size, modification time and inode (~/.cache/sam/hashes.json), so an unchanged file is not read
+again either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from client.project import ProjectFile
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from client.sdk import SamClient
+
+DEFAULT_CHUNK_BYTES = 8 << 20  # the server's SAM_UPLOAD_CHUNK_BYTES default (it says its own)
+PARALLEL = 4  # chunks in flight at once
+ASK_BATCH = 20_000  # chunk hashes per "which are missing?" request
+CACHE_LIMIT = 200_000  # remembered files
+QUIET_BELOW_BYTES = 1 << 20  # `sam submit` says what it sent only from this much on
+
+
+def cache_path() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "sam" / "hashes.json"
+
+
+class HashCache:
+    """{absolute path: [size, mtime_ns, inode, chunk size, file sha256, [chunk sha256...]]}."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or cache_path()
+        self.entries: dict[str, list[Any]] = {}
+        self.changed = False
+        try:
+            loaded = json.loads(self.path.read_text())
+            if isinstance(loaded, dict):
+                self.entries = loaded
+        except (OSError, ValueError):
+            pass
+
+    def hashes(self, local: Path, chunk_bytes: int) -> tuple[str, list[str], int]:
+        """(file sha256, chunk sha256s, size) of `local`, from the cache when unchanged."""
+        info = os.stat(local)
+        key = str(local.absolute())
+        seen = self.entries.get(key)
+        stamp = [info.st_size, info.st_mtime_ns, info.st_ino, chunk_bytes]
+        if isinstance(seen, list) and len(seen) == 6 and seen[:4] == stamp:
+            return seen[4], list(seen[5]), info.st_size
+        whole, chunks, size = hash_file(local, chunk_bytes)
+        self.entries[key] = [size, info.st_mtime_ns, info.st_ino, chunk_bytes, whole, chunks]
+        self.changed = True
+        return whole, chunks, size
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        if len(self.entries) > CACHE_LIMIT:
+            self.entries = dict(list(self.entries.items())[-CACHE_LIMIT:])
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self.entries))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a cache: the next upload hashes again
+
+
+def hash_file(local: Path, chunk_bytes: int) -> tuple[str, list[str], int]:
+    """(file sha256, chunk sha256s, size), reading `local` once."""
+    whole = hashlib.sha256()
+    chunks: list[str] = []
+    size = 0
+    with open(local, "rb") as handle:
+        while True:
+            block = handle.read(chunk_bytes)
+            if not block:
+                break
+            chunks.append(hashlib.sha256(block).hexdigest())
+            whole.update(block)
+            size += len(block)
+    return whole.hexdigest(), chunks, size
+
+
+class UploadReport:
+    """What an upload did: files, bytes in the project, chunks and bytes actually sent."""
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0
+        self.sent_chunks = 0
+        self.sent_bytes = 0
+
+
+def upload_files(
+    client: SamClient,
+    files: list[ProjectFile],
+    *,
+    cache: HashCache | None = None,
+    report: UploadReport | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Send the chunks of `files` the tenant lacks; the manifest rows to commit."""
+    cache = cache or HashCache()
+    report = report or UploadReport()
+    chunk_bytes = DEFAULT_CHUNK_BYTES
+    while True:  # once, or twice when the server cuts files in chunks of another size
+        rows, where = _hash_all(files, chunk_bytes, cache)
+        missing, server_chunk = _ask_missing(client, where)
+        if server_chunk == chunk_bytes:
+            break
+        chunk_bytes = server_chunk
+    report.files += len(rows)
+    report.bytes += sum(r["size"] for r in rows)
+
+    def send(chunk: str) -> int:
+        local, offset, size = where[chunk]
+        with open(local, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(size)
+        if hashlib.sha256(data).hexdigest() != chunk:
+            from client.errors import JobSpecError
+
+            raise JobSpecError(
+                f"{local} changed while it was being uploaded; run the command again"
+            )
+        client.put_bytes(f"/uploads/chunks/{chunk}", data)
+        if on_chunk is not None:
+            on_chunk(size)
+        return size
+
+    if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(missing))) as pool:
+            for size in pool.map(send, missing):
+                report.sent_chunks += 1
+                report.sent_bytes += size
+    return rows
+
+
+def _hash_all(
+    files: list[ProjectFile], chunk_bytes: int, cache: HashCache
+) -> tuple[list[dict[str, Any]], dict[str, tuple[Path, int, int]]]:
+    """Manifest rows, and where each chunk is read from: {chunk: (file, offset, size)}."""
+    rows: list[dict[str, Any]] = []
+    where: dict[str, tuple[Path, int, int]] = {}
+    for f in files:
+        whole, chunks, size = cache.hashes(f.local, chunk_bytes)
+        rows.append({"path": f.path, "size": size, "sha256": whole, "chunks": chunks})
+        for i, chunk in enumerate(chunks):
+            offset = i * chunk_bytes
+            where.setdefault(chunk, (f.local, offset, min(chunk_bytes, size - offset)))
+    cache.save()
+    return rows, where
+
+
+def _ask_missing(
+    client: SamClient, where: dict[str, tuple[Path, int, int]]
+) -> tuple[list[str], int]:
+    """(the chunks the tenant lacks, the server's chunk size)."""
+    wanted = list(where)
+    missing: list[str] = []
+    chunk_bytes = DEFAULT_CHUNK_BYTES
+    for start in range(0, max(len(wanted), 1), ASK_BATCH):
+        batch = [{"sha256": c, "size": where[c][2]} for c in wanted[start : start + ASK_BATCH]]
+        answer = client.call("POST", "/uploads/missing", json={"chunks": batch})
+        missing += answer["missing"]
+        chunk_bytes = int(answer["chunk_bytes"])
+    return missing, chunk_bytes
+
+
+def upload_project(
+    client: SamClient, files: list[ProjectFile], report: UploadReport | None = None
+) -> dict[str, Any]:
+    """Upload a project; `{digest, files, bytes}` (the digest goes in the spec's `project`)."""
+    rows = upload_files(client, files, report=report)
+    result: dict[str, Any] = client.call("POST", "/projects", json={"files": rows})
+    return result
+
+
+def upload_dataset(
+    client: SamClient, name: str, files: list[ProjectFile], report: UploadReport | None = None
+) -> dict[str, Any]:
+    """Create or replace data set `name` from `files`."""
+    rows = upload_files(client, files, report=report)
+    result: dict[str, Any] = client.call("PUT", f"/datasets/{name}", json={"files": rows})
+    return result
+
+
+def project_listing(job_file: Path, origins: dict[str, Path]) -> list[ProjectFile]:
+    """The files of the job file's folder to send, plus those the job file names from outside
+    it or that .samignore leaves out ({name: file} in `origins`): the job needs them."""
+    from client.errors import JobSpecError
+    from client.project import list_project
+
+    own_cache = cache_path().resolve()
+    listing = [f for f in list_project(job_file.resolve().parent) if f.local.resolve() != own_cache]
+    have = {f.path: f.local for f in listing}
+    for name, local in origins.items():
+        if name not in have:
+            listing.append(ProjectFile(name, local, local.stat().st_size))
+        elif have[name].resolve() != local.resolve():
+            raise JobSpecError(
+                f"{local} would be sent as {name!r}, which is already a file of the project; "
+                "rename one of them"
+            )
+    return sorted(listing, key=lambda f: f.path)
+
+
+def with_project(
+    client: SamClient, spec: dict[str, Any], listing: list[ProjectFile]
+) -> tuple[dict[str, Any], UploadReport]:
+    """Upload the project and name it in the spec (`project`); what was sent."""
+    report = UploadReport()
+    result = upload_project(client, listing, report)
+    return {**spec, "project": result["digest"]}, report
+
+
+def sent_line(report: UploadReport) -> str:
+    """`project: N files, SIZE (sent SIZE in K chunks)` for stderr."""
+    from client.project import human_bytes
+
+    return (
+        f"project: {report.files} files, {human_bytes(report.bytes)} "
+        f"(sent {human_bytes(report.sent_bytes)} in {report.sent_chunks} chunks)"
+    )
