@@ -190,17 +190,17 @@ class Settings(BaseSettings):
     history_retention_days: float = Field(default=30.0, ge=0)
     # Seconds between the scheduler's checks for history to purge.
     history_purge_every_s: float = Field(default=300.0, gt=0)
-    # Projects and data sets (docs/projects.md): files move in content-addressed chunks of this
-    # size (the largest chunk body the server takes)
+    # Projects and data sets move in content-addressed chunks of this size (the largest chunk
+    # body the server takes; docs/projects.md).
     upload_chunk_bytes: int = Field(default=8 << 20, ge=64 << 10, le=256 << 20)
-    # the largest single file of a project or data set
+    # The largest single file of a project or data set.
     max_file_bytes: int = Field(default=4 << 30, ge=1)
-    # the most bytes one project (one `sam submit`) may hold
+    # The most bytes one project (one `sam submit`) may hold; big data goes in a data set.
     max_project_bytes: int = Field(default=8 << 30, ge=1)
-    # the most files one project or data set may hold
+    # The most files one project or data set may hold.
     max_project_files: int = Field(default=10_000, ge=1)
-    # a tenant's stored bytes (chunks of projects and data sets) when its quota sets no
-    # max_storage_bytes
+    # The bytes a tenant may store (its projects' and data sets' chunks, each once) when its
+    # quota sets no max_storage_bytes.
     max_storage_bytes: int = Field(default=50 << 30, ge=0)
 
     # Rows one transaction of a bulk change writes (an array's submit, cancel, hold, release,
