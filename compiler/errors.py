@@ -56,6 +56,15 @@ class ArtifactCorrupt(CompileError, kind="artifact_corrupt"):
     """An artifact's files do not match their recorded hashes (changed after it was written)."""
 
 
+class ArtifactInvalid(CompileError, kind="artifact_invalid"):
+    """An artifact's graph or plan does not hold up when the trusted side re-derives it (an op's
+    output shape or dtype, a kernel's rectangle or SRAM): it was forged or miscompiled."""
+
+
+class HostOOM(CompileError, kind="host_oom"):
+    """Running the step would need more host memory than a wafer worker gives one job."""
+
+
 class InternalCompileError(CompileError, kind="internal"):
     """A compiler bug; please report it with the job spec."""
 

@@ -202,6 +202,9 @@ class Settings(BaseSettings):
     # The bytes a tenant may store (its projects' and data sets' chunks, each once) when its
     # quota sets no max_storage_bytes.
     max_storage_bytes: int = Field(default=50 << 30, ge=0)
+    # Host memory one wafer job may plan to hold (its checked artifact's state, batch and op
+    # outputs); a job planned above it fails host_oom before it runs.
+    wafer_job_memory_bytes: int = Field(default=4 * 1024**3, ge=1)
 
     # Rows one transaction of a bulk change writes (an array's submit, cancel, hold, release,
     # requeue; artifact reuse) before it commits and lets other tenants' requests in.

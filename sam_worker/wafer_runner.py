@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import ArtifactCorrupt
+from compiler.errors import ArtifactCorrupt, ArtifactInvalid, HostOOM
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
 from sam_server.errors import SamError
@@ -65,7 +65,6 @@ def run_on_wafer(job_id: str, attempt: int) -> str:
 def _train(
     claim: lifecycle.Claim, settings: Settings, wafer: WaferHost, owner: str, lease: LeaseKeeper
 ) -> RunOutcome:
-    import compiler
     from wse_sim.errors import SramCapacityError
 
     url = settings.resolved_database_url
@@ -91,18 +90,58 @@ def _train(
     ctx = RunContext(claim, settings, owner, lease, reporter, ckpt_dir)
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
     try:
-        artifact = compiler.load_artifact(artifact_dir, expected_digest=claim.artifact_digest)
+        artifact = _checked_artifact(artifact_dir, claim, settings, wafer, ctx)
         job = wafer.load(artifact, ctx)
     except ArtifactCorrupt as exc:
         return _set_aside(url, artifact_dir, claim, exc)
+    except (ArtifactInvalid, HostOOM) as exc:  # the trusted check refused it: never run
+        log.error("job %s: %s: %s", claim.job_id, exc.kind, exc.message)
+        reporter.line(f"the artifact was not run: {exc.message}", "ERROR")
+        reporter.flush()
+        return RunOutcome.failed(exc.kind, exc.message)
     except Exception as exc:  # noqa: BLE001 - a bad artifact fails this job, not the worker
         log.exception("loading %s failed", claim.job_id)
-        kind = "compile_oom" if isinstance(exc, SramCapacityError) else "internal"
+        kind = _failure_kind(exc, "compile_oom" if isinstance(exc, SramCapacityError) else None)
         return RunOutcome.failed(kind, f"loading the artifact failed: {exc}")
     try:
         return _run_steps(ctx, job)
     finally:
         wafer.release(ctx, job)
+
+
+def _checked_artifact(
+    artifact_dir: Path,
+    claim: lifecycle.Claim,
+    settings: Settings,
+    wafer: WaferHost,
+    ctx: RunContext,
+) -> Any:
+    """The job's artifact once its hashes match and the trusted side has checked what it would
+    run (`compiler.artifact_check`: shapes re-derived, kernels, SRAM and host bytes planned):
+    it came out of the compile sandbox, where tenant code could have written anything."""
+    import compiler
+    from compiler.artifact_check import check_artifact, check_files
+
+    bound = settings.wafer_job_memory_bytes
+    check_files(artifact_dir, bound)
+    artifact = compiler.load_artifact(artifact_dir, expected_digest=claim.artifact_digest)
+    _, _, rows, cols = ctx.region
+    checked = check_artifact(artifact, rows=rows, cols=cols, arch=wafer.arch, max_host_bytes=bound)
+    log.info(
+        "job %s: artifact checked (%d ops, %.0f MiB of host memory planned)",
+        claim.job_id,
+        checked.nodes,
+        checked.host_bytes / 2**20,
+    )
+    return artifact
+
+
+def _failure_kind(exc: BaseException, default: str | None = None) -> str:
+    """A run's failure kind: host_oom when the host ran out of memory (the worker's RLIMIT_DATA,
+    or the machine), the error's own kind when it has one, else internal."""
+    if isinstance(exc, MemoryError):
+        return "host_oom"
+    return default or str(getattr(exc, "kind", "internal"))
 
 
 def _set_aside(
@@ -214,7 +253,13 @@ def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
     except Exception as exc:  # noqa: BLE001 - a failing run fails this job, not the worker
         reporter.flush()
         # The user's make_batch fails as compiler.errors.ModelError (kind "model_error").
-        kind = getattr(exc, "kind", "internal")
+        kind = _failure_kind(exc)
+        if kind == "host_oom":
+            return RunOutcome.failed(
+                kind,
+                "the step ran out of host memory (the wafer worker's memory limit "
+                "or the machine's); use a smaller batch_size or model",
+            )
         return RunOutcome.failed(kind, f"{type(exc).__name__}: {exc}")
     finally:
         batches.close()

@@ -52,6 +52,8 @@ class JobError(BaseModel):
         "worker_lost",
         "internal",
         "artifact_corrupt",
+        "artifact_invalid",
+        "host_oom",
     ]
     message: str
 

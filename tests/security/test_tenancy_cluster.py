@@ -190,3 +190,45 @@ def test_a_tampered_checkpoint_is_never_loaded(cluster: Any) -> None:
     losses = _losses(cluster, vic, job_id)
     assert all(math.isfinite(x) for x in losses)
     np.testing.assert_allclose(losses, _losses(cluster, vic, reference["id"]), rtol=1e-5)
+
+
+def _peak_rss(pid: int) -> int:
+    """A process's peak resident set (VmHWM) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def test_a_forged_artifact_fails_its_job_alone(cluster: Any) -> None:
+    """Issue 29: a model.py that patches the front end in the compile sandbox declares a
+    2^24-row repeat with its input's shape. The wafer worker refuses the artifact before it
+    runs (artifact_invalid, naming the op), stays small, and another tenant's job goes on."""
+    from tests.security.test_forged_artifact import FORGING_MODEL
+
+    other, mallory = _user(cluster, "bystander"), _user(cluster, "forger")
+    running = _submit(cluster, other, _mlp("bystander", 300, hidden=128))
+    _wait(cluster, other, running, lambda j: j["state"] == "running")
+    wafer = next(p for p in cluster.parts if p.name.startswith("wafer-"))
+    pid = wafer.proc.pid
+    spec = {
+        "name": "forged",
+        "model": {"file": "model.py", "class": "Net"},
+        "data": {
+            "task": "classification",
+            "input_shape": [784],
+            "num_classes": 10,
+            "batch_size": 4,
+        },
+        "run_options": {"steps_per_epoch": 5},
+        "resources": {"region": {"rows": 8, "cols": 8}, "time_limit": "10m"},
+    }
+    forged = _wait(cluster, mallory, _submit(cluster, mallory, spec, {"model.py": FORGING_MODEL}))
+    assert forged["state"] == "failed", forged
+    assert forged["error"]["kind"] == "artifact_invalid", forged["error"]
+    assert "aten.repeat.default" in forged["error"]["message"]
+    assert _losses(cluster, mallory, forged["id"]) == []  # not one step ran
+    assert wafer.proc.pid == pid and wafer.proc.poll() is None  # the same worker, still up
+    assert _peak_rss(pid) < 1.5e9
+    done = _wait(cluster, other, running)
+    assert done["state"] == "succeeded" and done["attempts"] == 1, done

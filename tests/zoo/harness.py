@@ -24,11 +24,13 @@ import yaml
 import wse_sim.runtime as rt
 from compiler import compile_job
 from compiler.artifact import load_artifact
+from compiler.artifact_check import check_artifact, check_files
 from compiler.data import normalize_batch, synthetic_batch
 from compiler.errors import CompileError, CompileOOM, UnsupportedOperator
 from compiler.model_source import build_model, load_batch_function
 from compiler.sandbox import SandboxLimits
 from compiler.training import OptimizerConfig, compute_loss
+from sam_server.config import Settings
 from sam_server.schemas.job_spec import JobSpec
 from wse_sim import Wafer
 
@@ -36,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ZOO_DIR = ROOT / "examples" / "zoo"
 EXPECTED_FILE = Path(__file__).with_name("expected.yaml")
 RTOL = 1e-3
+JOB_MEMORY_BYTES: int = Settings.model_fields["wafer_job_memory_bytes"].default
 MIN_STEPS = 5
 # The CUDA build of torch maps about 3.3 GB of address space at import (timm about 3.6 GB), and
 # tracing a transformers model on a loaded machine takes minutes: the zoo compiles with 8 GB and
@@ -136,7 +139,13 @@ def compile_zoo_job(job: ZooJob, cache_dir: Path) -> tuple[Any, float]:
     result = compile_job(
         job.spec, job.files, region=job.region, cache_dir=cache_dir, limits=ZOO_LIMITS
     )
-    return load_artifact(result.artifact_dir), time.perf_counter() - start
+    artifact = load_artifact(result.artifact_dir)
+    # what a wafer worker checks before it runs an artifact, with the default per-job bound:
+    # every real model must pass it (shapes re-derived, kernels, SRAM and host bytes planned)
+    check_files(result.artifact_dir, JOB_MEMORY_BYTES)
+    rows, cols = job.region
+    check_artifact(artifact, rows=rows, cols=cols, arch="wse2", max_host_bytes=JOB_MEMORY_BYTES)
+    return artifact, time.perf_counter() - start
 
 
 def sim_losses(artifact: Any, job: ZooJob, data: list) -> tuple[list[float], dict, float]:
