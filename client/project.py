@@ -63,16 +63,19 @@ def _walk(
         if entry.name in (".", "..") or any(c in entry.name for c in "\\\n\r\x00"):
             raise _refuse(repr(rel), "the name has '..', a backslash or a line break")
         local = Path(entry.path)
+        try:
+            info = entry.stat(follow_symlinks=True)
+        except OSError:  # a broken link
+            if rules.ignored(rel, False):
+                continue
+            raise _refuse(rel, f"a symlink to {os.readlink(local)}, which does not exist") from None
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if rules.ignored(rel, is_dir):
+            continue
         if entry.is_symlink():
             target = local.resolve()
             if not target.is_relative_to(base):
                 raise _refuse(rel, f"a symlink to {target}, outside the project folder {base}")
-            info = os.stat(target)
-        else:
-            info = entry.stat(follow_symlinks=False)
-        is_dir = stat.S_ISDIR(info.st_mode)
-        if rules.ignored(rel, is_dir):
-            continue
         if is_dir:
             real = local.resolve()
             if real in visiting:
