@@ -1,4 +1,5 @@
-"""Every relative link of the README and docs/ resolves, and the README leads to every guide."""
+"""Every relative link of the README and docs/ resolves, the README leads to every guide, and
+benchmarks/README.md gives every benchmark its command."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def test_a_missing_file_or_heading_is_reported(tmp_path: Path) -> None:
         "page.md: other.md#nowhere (no such heading)",
     ]
     assert "gone.md" in links("[a](gone.md)")
+
+
+def test_every_benchmark_is_listed_with_its_command() -> None:
+    table = (ROOT / "benchmarks" / "README.md").read_text()
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+    missing = [s for s in scripts if f"python benchmarks/{s}" not in table]
+    assert missing == [], f"give these a row (figure, command) in benchmarks/README.md: {missing}"
