@@ -106,6 +106,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1024 * 1024
     # Largest `limit` of a listing (GET /jobs and the like).
     max_page_size: int = 500
+    # Rows per page of `GET /jobs?view=slim` (what `sam queue` reads): 10,000 jobs in one answer.
+    listing_max_rows: int = Field(default=10_000, ge=1)
     # Submits per second per tenant (a token bucket; 429 above it); 0 = no limit.
     submit_rate_per_s: float = 0.0
     # Submits one server process works on at once (the rest wait on its event loop): 4 gave

@@ -7,21 +7,26 @@ from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
 from sam_server.api import live
 from sam_server.api.deps import PrincipalDep, SessionDep, principal_from_header
 from sam_server.api.stream import follow
 from sam_server.errors import BadRequest, NotFound
-from sam_server.schemas.jobs import ArraySubmitted, DryRun, JobPage, JobRead, JobSubmit, job_view
+from sam_server.schemas.jobs import ArraySubmitted, DryRun, JobRead, JobSubmit, job_view
+from sam_server.schemas.listing import ArraysMode, JobListPage, JobRows, View
 from sam_server.schemas.numbers import INT64_MAX
 from sam_server.services import control, history, observe
 from sam_server.services import jobs as svc
 from sam_server.services.array_control import BulkOutcome
 from sam_server.services.bulk import Pace
+from sam_server.services.listing import Listing, list_page
 from sam_server.services.submit import submit_job
 
 router = APIRouter(prefix="/api/v1", tags=["jobs"])
+FULL_PAGE_MAX = 500  # job objects per page of GET /jobs (slim rows: SAM_LISTING_MAX_ROWS)
+MAX_LISTED_IDS = 500  # `job` values of one GET /jobs
 
 
 @router.post(
@@ -89,28 +94,31 @@ def _submit(
     )
 
 
-@router.get("/jobs", response_model=JobPage)
+@router.get("/jobs", response_model=JobListPage | JobRows)
 def list_jobs(
+    request: Request,
     session: SessionDep,
     principal: PrincipalDep,
     state: Annotated[list[str] | None, Query()] = None,
     user: str | None = None,
     tenant: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: str | None = None,
+    job: Annotated[list[str] | None, Query(max_length=MAX_LISTED_IDS)] = None,
+    arrays: ArraysMode = "collapse",
+    view: View = "full",
+    limit: Annotated[int, Query(ge=1)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
-    """Jobs newest first, a page at a time; follow `next_cursor` until it is null."""
-    jobs, next_cursor = svc.list_jobs(
-        session,
-        principal=principal,
-        states=state,
-        user=user,
-        tenant=tenant,
-        limit=limit,
-        cursor=cursor,
-    )
-    items = [job_view(j, summary=True) for j in jobs]
-    return JSONResponse({"items": items, "next_cursor": next_cursor})
+    """Jobs newest first, a page at a time; follow `next_cursor` until it is null. An array's
+    waiting tasks are one row unless `arrays=expand`; `job` (repeatable): only these jobs or
+    these arrays' tasks; `view=slim`: `{columns, rows}`, pages of up to SAM_LISTING_MAX_ROWS."""
+    most = FULL_PAGE_MAX if view == "full" else request.app.state.settings.listing_max_rows
+    if limit > most:
+        hint = "" if view == "slim" else "; view=slim pages are larger"
+        raise RequestValidationError(
+            [{"loc": ("query", "limit"), "msg": f"at most {most}{hint}", "type": "too_large"}]
+        )
+    want = Listing(state or (), user, tenant, job or (), arrays, limit, cursor)
+    return JSONResponse(list_page(session, principal, want, view))
 
 
 @router.get("/jobs/{job_id}", response_model=JobRead)

@@ -115,12 +115,6 @@ class ArraySubmitted(BaseModel):
     array: ArrayInfo
 
 
-class JobPage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    items: list[JobRead]
-    next_cursor: str | None
-
-
 class DryRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
     valid: bool
@@ -178,6 +172,11 @@ def _check_view_matches_model() -> None:
 
 
 _check_view_matches_model()
+
+# Every column `view_of` reads: a listing selects these alone (sam_server.services.listing).
+VIEW_COLUMNS = tuple(
+    dict.fromkeys([*_SAME_NAME, *(c for _, columns in _PARTS.values() for c in columns.values())])
+)
 
 
 def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:

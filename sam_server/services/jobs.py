@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import secrets
@@ -13,10 +12,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnDefault, Table, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnDefault, Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import Job, JobArray, JobEvent, JobLog, Tenant, User, Wafer
+from sam_server.db.models import Job, JobArray, JobEvent, JobLog, Tenant, Wafer
 from sam_server.db.types import utcnow
 from sam_server.errors import (
     Forbidden,
@@ -29,7 +28,6 @@ from sam_server.errors import (
 )
 from sam_server.scheduling import PolicyQuota, can_ever_fit
 from sam_server.schemas.job_spec import JobSpec
-from sam_server.schemas.numbers import INT64_MAX
 from sam_server.schemas.safe_yaml import load_spec_yaml
 from sam_server.services.arrays import parse_array, substitute, task_values
 from sam_server.services.auth import Principal
@@ -366,52 +364,3 @@ def cancel_job(session: Session, *, principal: Principal, job_id: str) -> Job:
         job.reason = None
     session.add(JobLog(job_id=job.id, line=by))
     return job
-
-
-def encode_cursor(job: Job) -> str:
-    return base64.urlsafe_b64encode(f"{job.seq}:{job.id}".encode()).decode()
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    try:
-        seq, job_id = base64.urlsafe_b64decode(cursor[:256].encode()).decode().split(":", 1)
-        number = int(seq)
-        if not 0 <= number <= INT64_MAX or "\x00" in job_id:  # never a seq of this server
-            raise ValueError(seq)
-        return number, job_id
-    except (ValueError, UnicodeError) as exc:
-        raise InvalidSpec(
-            "the cursor is not one this server issued; start without it",
-            errors=[{"field": "cursor", "message": "not a cursor of this server"}],
-        ) from exc
-
-
-def list_jobs(
-    session: Session,
-    *,
-    principal: Principal,
-    states: list[str] | None = None,
-    user: str | None = None,
-    tenant: str | None = None,
-    limit: int = 50,
-    cursor: str | None = None,
-) -> tuple[list[Job], str | None]:
-    """A page of jobs, newest first, and the cursor of the next page (None on the last)."""
-    query = select(Job)
-    if principal.is_admin:
-        if tenant:
-            query = query.join(Tenant, Job.tenant_id == Tenant.id).where(Tenant.name == tenant)
-    else:
-        query = query.where(Job.tenant_id == principal.tenant_id)
-    if states:
-        query = query.where(Job.state.in_(states))
-    if user:
-        query = query.join(User, Job.user_id == User.id).where(User.name == user)
-    if cursor:
-        seq, job_id = decode_cursor(cursor)
-        query = query.where(or_(Job.seq < seq, and_(Job.seq == seq, Job.id < job_id)))
-    rows = list(
-        session.execute(query.order_by(Job.seq.desc(), Job.id.desc()).limit(limit + 1)).scalars()
-    )
-    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
-    return rows[:limit], next_cursor
