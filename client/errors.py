@@ -57,6 +57,19 @@ class SamConnectionError(SamClientError):
         super().__init__(message)
 
 
+class SamTimeoutError(SamClientError):
+    """The server took the request but gave no answer in time: it is up, but busy."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        super().__init__(
+            f"SAM at {url} is up but did not answer within {timeout_s:g} s: it is busy. The "
+            "request may still take effect, so check before repeating it (`sam queue`, "
+            "`sam status ID`); SAM_TIMEOUT=SECONDS waits longer."
+        )
+
+
 class JobSpecError(SamClientError):
     """The job file cannot be sent: unsafe or malformed YAML, or a file it names is missing."""
 

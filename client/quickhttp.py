@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 class QuickHTTPError(OSError):
     """The request could not be sent or its answer could not be read."""
 
-    def __init__(self, reason: str, *, sent: bool) -> None:
+    def __init__(self, reason: str, *, sent: bool, timed_out: bool = False) -> None:
         super().__init__(reason)
         self.sent = sent  # False: the server surely never saw the request (safe to resend)
+        # True with `sent`: the server accepted the connection but did not answer in time
+        self.timed_out = timed_out
 
 
 class QuickRequest:
@@ -75,6 +77,8 @@ def request(
         chunks = []
         while chunk := conn.recv(65536):
             chunks.append(chunk)
+    except TimeoutError as exc:
+        raise QuickHTTPError("no answer in time", sent=True, timed_out=True) from exc
     except OSError as exc:
         raise QuickHTTPError(_reason(exc), sent=True) from exc
     finally:

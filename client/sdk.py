@@ -16,7 +16,7 @@ import time
 
 from client import quickhttp
 from client.config import DEFAULT_URL
-from client.errors import SamAPIError, SamConnectionError
+from client.errors import SamAPIError, SamClientError, SamConnectionError, SamTimeoutError
 
 TYPE_CHECKING = False  # typing's import (and these) are spared on `sam submit`'s path
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE_STATES = ("queued", "compiling", "pending", "running", "cancelling")
 API_PREFIX = "/api/v1"
+SLIM_PAGE_ROWS = 10_000  # rows per page of the slim listing (the server's SAM_LISTING_MAX_ROWS)
 
 
 class SamClient:
@@ -46,17 +47,18 @@ class SamClient:
         url: str = DEFAULT_URL,
         token: str | None = None,
         *,
-        timeout_s: float = 30.0,
+        timeout_s: float | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """Connect lazily to `url` (with or without the `/api/v1` suffix) using `token`."""
+        """Connect lazily to `url` (with or without the `/api/v1` suffix) using `token`; wait
+        `timeout_s` for an answer (default: SAM_TIMEOUT, else 30 s)."""
         base = url.rstrip("/")
         base = base[: -len(API_PREFIX)] if base.endswith(API_PREFIX) else base
         self.url = base
         self._headers = {"User-Agent": "sam-client/0.1", "Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._timeout_s = timeout_s
+        self._timeout_s = default_timeout_s() if timeout_s is None else timeout_s
         self._transport = transport
         self._client: httpx.Client | None = None
         # Short JSON calls to a plain-http server go over a bare socket (client.quickhttp):
@@ -110,6 +112,8 @@ class SamClient:
             if not isinstance(exc, httpx.TransportError):
                 return None
             connect = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+            if isinstance(exc, httpx.TimeoutException) and not connect:
+                raise SamTimeoutError(self.url, self._timeout_s) from exc
             return resend_after_reply or connect, _reason(exc)
 
         return self._twice(lambda: self._http.request(method, path, **kwargs), failure)
@@ -139,6 +143,8 @@ class SamClient:
         def failure(exc: Exception) -> tuple[bool, str] | None:
             if not isinstance(exc, quickhttp.QuickHTTPError):
                 return None
+            if exc.timed_out:
+                raise SamTimeoutError(self.url, self._timeout_s) from exc
             return resend_after_reply or not exc.sent, str(exc)
 
         return self._twice(
@@ -152,7 +158,8 @@ class SamClient:
     ) -> _Reply:
         """`send()` once more after a transport error that `failure` calls retryable (it returns
         (retryable, reason), or None for an error that is not the transport's); an error
-        response raises its problem."""
+        response raises its problem. A request the server took but did not answer in time is
+        not sent again (`failure` raises SamTimeoutError): a busy server gets no second copy."""
         for attempt in (1, 2):
             try:
                 response = send()
@@ -224,14 +231,22 @@ class SamClient:
         tenant: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        jobs: Iterable[str] = (),
+        expand_arrays: bool = False,
+        slim: bool = False,
     ) -> dict[str, Any]:
-        """One page of jobs, newest first: `{items, next_cursor}`."""
+        """One page of jobs, newest first: `{items, next_cursor}`, or with `slim` `{columns,
+        rows, next_cursor}`. An array's waiting tasks are one row unless `expand_arrays`;
+        `jobs`: only these jobs or these arrays' tasks."""
         params: list[tuple[str, str]] = [("state", s) for s in states]
+        params += [("job", j) for j in jobs]
         for name, value in (
             ("user", user),
             ("tenant", tenant),
             ("limit", limit),
             ("cursor", cursor),
+            ("arrays", "expand" if expand_arrays else None),
+            ("view", "slim" if slim else None),
         ):
             if value is not None:
                 params.append((name, str(value)))
@@ -244,15 +259,69 @@ class SamClient:
         user: str | None = None,
         tenant: str | None = None,
         page_size: int = 200,
+        jobs: Iterable[str] = (),
+        expand_arrays: bool = False,
     ) -> Iterator[dict[str, Any]]:
-        """Every matching job, newest first, following `next_cursor` page by page."""
-        states = list(states)
+        """Every matching job (API objects), newest first, following `next_cursor` page by page;
+        an array's waiting tasks are one row (its `summary`) unless `expand_arrays`."""
+        states, jobs = list(states), list(jobs)
         cursor: str | None = None
         while True:
             page = self.list_jobs_page(
-                states=states, user=user, tenant=tenant, limit=page_size, cursor=cursor
+                states=states,
+                user=user,
+                tenant=tenant,
+                limit=page_size,
+                cursor=cursor,
+                jobs=jobs,
+                expand_arrays=expand_arrays,
             )
             yield from page.get("items", [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def list_rows(
+        self,
+        *,
+        states: Iterable[str] = (),
+        user: str | None = None,
+        tenant: str | None = None,
+        jobs: Iterable[str] = (),
+        expand_arrays: bool = False,
+        page_size: int = SLIM_PAGE_ROWS,
+    ) -> Iterator[dict[str, Any]]:
+        """What `sam queue` shows: every matching job as the slim view's values (a job dict with
+        `region`, `progress`, `error` kind; client.summaries), 10,000 a page; a server without
+        the slim view answers job objects 200 a page instead."""
+        from client.summaries import jobs_from_rows
+
+        states, jobs = list(states), list(jobs)
+        cursor: str | None = None
+        while True:
+            try:
+                page = self.list_jobs_page(
+                    states=states,
+                    user=user,
+                    tenant=tenant,
+                    limit=page_size,
+                    cursor=cursor,
+                    jobs=jobs,
+                    expand_arrays=expand_arrays,
+                    slim=True,
+                )
+            except SamAPIError as exc:
+                if exc.status != 422 or cursor is not None:
+                    raise
+                # an older server: no view=slim, and pages of at most 500 job objects
+                yield from self.list_jobs(
+                    states=states, user=user, tenant=tenant, jobs=jobs, expand_arrays=expand_arrays
+                )
+                return
+            if "rows" in page:
+                yield from jobs_from_rows(page.get("columns") or [], page["rows"])
+            else:
+                yield from page.get("items", [])
             cursor = page.get("next_cursor")
             if not cursor:
                 return
@@ -414,8 +483,8 @@ class SamClient:
         while True:
             try:
                 job = self.get_job(job_id)
-            except SamConnectionError:
-                # A restarting server is not a failed job: keep asking for a while.
+            except (SamConnectionError, SamTimeoutError):
+                # A restarting or busy server is not a failed job: keep asking for a while.
                 down_since = down_since or time.monotonic()
                 if time.monotonic() - down_since > reconnect_for_s:
                     raise
@@ -519,6 +588,25 @@ class SamClient:
         """Revoke a token and issue a new one: the new token's object with its `token`, shown
         only this once."""
         return self._json_object("POST", f"/tokens/{token_id}/rotate", resend_after_reply=False)
+
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def default_timeout_s() -> float:
+    """SAM_TIMEOUT (seconds to wait for an answer), else DEFAULT_TIMEOUT_S."""
+    import os
+
+    text = os.environ.get("SAM_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:  # also refuses nan and inf
+        raise SamClientError(f"SAM_TIMEOUT={text!r}: give the seconds to wait, e.g. 120")
+    return value
 
 
 def new_idempotency_key() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import click
@@ -21,11 +22,11 @@ from client.output import (
     format_time,
     job_elapsed,
     now_utc,
-    parse_time,
     render_table,
     state_code,
 )
 from client.sdk import ACTIVE_STATES, SamClient
+from client.summaries import has_summaries, shown_reason, tasks_text
 
 WAITING_STATES = ("queued", "compiling", "pending")
 
@@ -40,7 +41,8 @@ QUEUE_FORMAT_COLUMNS = [
     Column("State", lambda j: j.get("state")),
     Column("Time", lambda j: job_elapsed(j, now_utc())),
     Column("Region", lambda j: format_region(j.get("region"))),
-    Column("Reason", lambda j: format_reason(j)),
+    Column("Reason", lambda j: format_reason({**j, "reason": shown_reason(j)})),
+    Column("Tasks", tasks_text, "an array's collapsed row: its tasks by state"),
     Column("Priority", lambda j: j.get("priority")),
     Column("Mode", lambda j: j.get("mode")),
     Column("Attempts", lambda j: j.get("attempts")),
@@ -110,6 +112,14 @@ def parse_states(values: tuple[str, ...]) -> list[str]:
     is_flag=True,
     help="One row per array task (by default an array's waiting tasks share a row: ID_[3-99]).",
 )
+@click.option(
+    "--jobs",
+    "-j",
+    "job_values",
+    multiple=True,
+    metavar="ID",
+    help="Only these jobs, or these arrays' tasks one per row (repeatable or comma-separated).",
+)
 @format_option(QUEUE_FORMAT_COLUMNS, QUEUE_DEFAULT_FORMAT)
 @output_option
 @connection_options
@@ -121,32 +131,38 @@ def queue(
     tenant: str | None,
     no_headers: bool,
     expand_arrays: bool,
+    job_values: tuple[str, ...],
     watch: float | None,
     columns: str | None,
     output: str,
     url: str | None,
     token: str | None,
 ) -> None:
-    """List jobs (by default those not yet ended), squeue style."""
+    """List jobs (by default those not yet ended), squeue style.
+
+    An array's waiting tasks are one row, `ID_[0-9999]`, its TASKS column counting them by
+    state; `--array` or `-j ID` lists each task.
+    """
     states = parse_states(state_values) or ([] if show_all else list(ACTIVE_STATES))
     selected = parse_format(columns, columns_by_name(QUEUE_FORMAT_COLUMNS)) if columns else None
+    jobs_wanted = [j for value in job_values for j in filter(None, value.replace(",", " ").split())]
+    expand = expand_arrays or bool(jobs_wanted)
     client = open_client(url, token)
     if me:
         user = str(client.whoami()["name"])
+    narrow: dict[str, Any] = {"states": states, "user": user, "tenant": tenant}
+    narrow |= {"jobs": jobs_wanted, "expand_arrays": expand}
 
     def draw() -> str:
-        jobs = list(client.list_jobs(states=states, user=user, tenant=tenant))
         if output in ("json", "yaml"):
-            return dump_data(jobs, output)
-        jobs = with_scheduler_reasons(client, jobs)
+            return dump_data(list(client.list_jobs(**narrow)), output)
+        jobs = list(client.list_rows(**narrow))
+        if output == "wide":
+            jobs = with_scheduler_reasons(client, jobs)
         jobs.sort(key=_display_key)
-        if not expand_arrays:
-            jobs = collapse_arrays(jobs)
         if selected is not None:
             return render_selected(selected, jobs, no_headers=no_headers)
-        wide = output == "wide"
-        rows = [job_row(job, wide=wide) for job in jobs]
-        return render_table(WIDE_COLUMNS if wide else COLUMNS, rows, no_headers=no_headers)
+        return queue_table(jobs, wide=output == "wide", no_headers=no_headers)
 
     if watch is None:
         text = draw()
@@ -154,6 +170,18 @@ def queue(
             click.echo(text)
         return
     watch_screen(draw, watch)
+
+
+def queue_table(jobs: list[dict[str, Any]], *, wide: bool, no_headers: bool) -> str:
+    """squeue's table; a TASKS column joins it when an array's waiting tasks share a row."""
+    now = now_utc()
+    rows = [job_row(job, wide=wide, now=now) for job in jobs]
+    headers = WIDE_COLUMNS if wide else COLUMNS
+    if has_summaries(jobs):
+        headers = [*headers, "TASKS"]
+        for row, job in zip(rows, jobs, strict=True):
+            row.append(tasks_text(job))
+    return render_table(headers, rows, no_headers=no_headers)
 
 
 def watch_screen(draw: Callable[[], str], every_s: float) -> None:
@@ -184,50 +212,12 @@ def with_scheduler_reasons(client: SamClient, jobs: list[dict[str, Any]]) -> lis
     return [{**job, "reasons": reasons.get(str(job.get("id")))} for job in jobs]
 
 
-COLLAPSED_STATES = ("queued", "pending")
+def _display_key(job: dict[str, Any]) -> tuple[int, str]:
+    # The API's times are all RFC 3339 UTC text of one form: as text they sort as times.
+    return STATE_ORDER.get(job.get("state", ""), len(STATE_ORDER)), str(job.get("created_at") or "")
 
 
-def collapse_arrays(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """squeue's view of arrays: an array's tasks waiting in one state for one reason share a
-    row whose id lists their indices (`ID_[3-5,7,9-99]`); running and ended tasks keep theirs."""
-    rows: list[dict[str, Any]] = []
-    groups: dict[tuple[str, str, str], tuple[dict[str, Any], list[int]]] = {}
-    for job in jobs:
-        array_id, index = job.get("array_job_id"), job.get("array_task_id")
-        if not array_id or index is None or job.get("state") not in COLLAPSED_STATES:
-            rows.append(job)
-            continue
-        key = (str(array_id), str(job.get("state")), format_reason(job))
-        if key not in groups:
-            row = dict(job)
-            groups[key] = (row, [])
-            rows.append(row)
-        groups[key][1].append(int(index))
-    for (array_id, _, _), (row, indices) in groups.items():
-        if len(indices) > 1:
-            row["id"] = f"{array_id}_[{index_ranges(indices)}]"
-    return rows
-
-
-def index_ranges(indices: list[int]) -> str:
-    """`[3, 4, 5, 7]` as `3-5,7`."""
-    runs: list[list[int]] = []
-    for index in sorted(indices):
-        if runs and index == runs[-1][1] + 1:
-            runs[-1][1] = index
-        else:
-            runs.append([index, index])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def _display_key(job: dict[str, Any]) -> tuple[int, float]:
-    created = parse_time(job.get("created_at"))
-    return STATE_ORDER.get(
-        job.get("state", ""), len(STATE_ORDER)
-    ), created.timestamp() if created else 0.0
-
-
-def job_row(job: dict[str, Any], *, wide: bool = False) -> list[Any]:
+def job_row(job: dict[str, Any], *, wide: bool = False, now: datetime | None = None) -> list[Any]:
     """One squeue-style row for a job (the wide form adds priority, mode, progress, submit time)."""
     name = str(job.get("name") or "")
     if not wide and len(name) > NAME_WIDTH:
@@ -238,9 +228,9 @@ def job_row(job: dict[str, Any], *, wide: bool = False) -> list[Any]:
         name,
         job.get("user"),
         state_code(job.get("state")),
-        job_elapsed(job, now_utc()),
+        job_elapsed(job, now or now_utc()),
         format_region(job.get("region")),
-        format_reason(job, wide=wide),
+        format_reason({**job, "reason": shown_reason(job)}, wide=wide),
     ]
     if wide:
         progress = job.get("progress") or {}

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
+WAITING = ("queued", "compiling", "pending")
+# GET /jobs?view=slim's columns (sam_server.schemas.listing.SLIM_COLUMNS)
+SLIM_COLUMNS = (
+    "id name tenant user state priority mode created_at started_at finished_at attempts reason "
+    "hold region step total_steps loss error_kind array_job_id array_task_id summary"
+).split()
 ADMIN_TOKEN = "admin-secret"
 USER_TOKEN = "alice-secret"
 
@@ -55,6 +62,8 @@ class FakeSam:
     chunks: dict[str, dict[str, bytes]] = field(default_factory=dict)  # tenant -> sha -> bytes
     projects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # digest -> rows
     chunk_bytes: int = 8 << 20
+    slim_supported: bool = True  # False: a server from before GET /jobs?view=slim
+    reply_delay_s: float = 0.0  # a slow server: each answer waits this long
 
     @property
     def transport(self) -> httpx.MockTransport:
@@ -88,6 +97,12 @@ class FakeSam:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
+        if self.reply_delay_s:
+            timeout = (request.extensions.get("timeout") or {}).get("read")
+            if timeout is not None and timeout < self.reply_delay_s:
+                time.sleep(timeout)
+                raise httpx.ReadTimeout("timed out", request=request)
+            time.sleep(self.reply_delay_s)
         if self.fail_next_connects > 0:
             self.fail_next_connects -= 1
             raise httpx.ConnectError("connection refused", request=request)
@@ -147,20 +162,30 @@ class FakeSam:
             return self._job_resource(request, me, rest)
         params = request.url.params
         states = params.get_list("state")
+        wanted = params.get_list("job")
         items = [
             j
-            for j in sorted(self.jobs.values(), key=lambda j: -j["id"])
+            for _, j in sorted(self.jobs.items(), reverse=True)  # newest first
             if (me["role"] == "admin" or j["tenant"] == me["tenant"])
             and (not states or j["state"] in states)
             and (not params.get("user") or j["user"] == params["user"])
+            and (not wanted or str(j["id"]) in wanted or j.get("array_job_id") in wanted)
         ]
+        if params.get("arrays") != "expand":
+            items = collapse(items)
         limit = min(int(params.get("limit", 50)), self.page_size_cap)
         start = int(params.get("cursor") or 0)
         page = items[start : start + limit]
         more = start + limit < len(items)
-        return httpx.Response(
-            200, json={"items": page, "next_cursor": str(start + limit) if more else None}
-        )
+        cursor = str(start + limit) if more else None
+        if params.get("view") == "slim":
+            if not self.slim_supported:
+                return problem(422, "Invalid request", "limit: at most 500")
+            rows = [slim_row(job) for job in page]
+            return httpx.Response(
+                200, json={"columns": list(SLIM_COLUMNS), "rows": rows, "next_cursor": cursor}
+            )
+        return httpx.Response(200, json={"items": page, "next_cursor": cursor})
 
     def _job_resource(
         self, request: httpx.Request, me: dict[str, str], rest: list[str]
@@ -329,3 +354,58 @@ class FakeSam:
         """{path: content} of a committed project."""
         have = self.chunks[tenant]
         return {r["path"]: b"".join(have[c] for c in r["chunks"]) for r in self.projects[digest]}
+
+def collapse(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The server's default listing: each array's waiting tasks as one row (`summary`)."""
+    rows: list[dict[str, Any]] = []
+    groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for job in items:
+        array_id = job.get("array_job_id")
+        if not array_id or job["state"] not in WAITING:
+            rows.append(job)
+        elif array_id in groups:
+            groups[array_id][1].append(job)
+        else:
+            row = dict(job)
+            groups[array_id] = (row, [job])
+            rows.append(row)
+    for array_id, (row, tasks) in groups.items():
+        indices = sorted(int(t["array_task_id"]) for t in tasks)
+        runs: list[list[int]] = []
+        for index in indices:
+            if runs and index == runs[-1][1] + 1:
+                runs[-1][1] = index
+            else:
+                runs.append([index, index])
+        text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+        states: dict[str, int] = {}
+        reasons: dict[str, int] = {}
+        for task in tasks:
+            states[task["state"]] = states.get(task["state"], 0) + 1
+            reasons[str(task.get("reason"))] = reasons.get(str(task.get("reason")), 0) + 1
+        row.clear()
+        row.update(min(tasks, key=lambda t: int(t["array_task_id"])))  # the lowest task's values
+        row.update(id=f"{array_id}_[{text}]", array_task_id=None)
+        row["state"] = max(states, key=lambda s: states[s])
+        row["reason"] = max(reasons, key=lambda r: reasons[r])
+        row["summary"] = {
+            "indices": text,
+            "tasks": len(tasks),
+            "states": states,
+            "reasons": reasons,
+        }
+    return rows
+
+
+def slim_row(job: dict[str, Any]) -> list[Any]:
+    """A job object as a row of GET /jobs?view=slim."""
+    progress = job.get("progress") or {}
+    error = job.get("error") or {}
+    flat = {
+        **job,
+        "step": progress.get("step"),
+        "total_steps": progress.get("total_steps"),
+        "loss": progress.get("loss"),
+        "error_kind": error.get("kind"),
+    }
+    return [flat.get(name) for name in SLIM_COLUMNS]

@@ -44,7 +44,7 @@ def job_file(tmp_path: Path) -> Path:
 
 
 def _jobs(url: str, token: str) -> list[dict]:  # type: ignore[type-arg]
-    return json.loads(sam(url, token, "queue", "-o", "json").stdout)
+    return json.loads(sam(url, token, "queue", "--array", "-o", "json").stdout)
 
 
 def test_array_submit_substitutes_collapses_and_controls(live_server, user, job_file) -> None:  # type: ignore[no-untyped-def]

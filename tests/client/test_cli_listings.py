@@ -112,7 +112,10 @@ def test_queue_reason_is_the_schedulers_first_reason_code(run_sam, busy: FakeSam
         {"code": "Priority", "message": "2 jobs of higher priority come first"},
         {"code": "Resources", "message": "no wafer has a free 64x64 region"},
     ]
+    busy.jobs[2]["reason"] = "Priority"  # the scheduler stores its first reason's code
     assert column(run_sam("queue").stdout, "REASON") == ["-", "(Priority)"]
+    # the table is one request: the job's own reason, not the scheduler's whole queue
+    assert [r.url.path for r in busy.requests] == ["/api/v1/jobs"]
     wide = run_sam("queue", "-o", "wide").stdout
     assert "(2 jobs of higher priority come first; no wafer has a free 64x64 region)" in wide
 
