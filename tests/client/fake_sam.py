@@ -355,6 +355,7 @@ class FakeSam:
         have = self.chunks[tenant]
         return {r["path"]: b"".join(have[c] for c in r["chunks"]) for r in self.projects[digest]}
 
+
 def collapse(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The server's default listing: each array's waiting tasks as one row (`summary`)."""
     rows: list[dict[str, Any]] = []
