@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import ArtifactInvalid, HostOOM
-from compiler.ir import DTYPES, decode_arg, tensor_bytes
+from compiler.ir import DTYPES, decode_arg, node_inputs, tensor_bytes
 from compiler.ops import SUPPORTED_OPS
 
 # Ops whose result is a view of an argument in the runtime's numpy kernels: no new host memory.
@@ -386,22 +386,52 @@ def _check_memory_plan(manifest: dict[str, Any], graph: dict[str, Any], arch: st
 def host_bytes(
     manifest: dict[str, Any], graph: dict[str, Any], values: dict[str, Any], tensors: dict[str, Any]
 ) -> int:
-    """Host bytes one step holds at its peak: the initial tensors (kept with the artifact), the
-    state, the whole batch and every op's output (a step keeps them all until it ends), with
-    views of other values not counted again."""
+    """Host bytes a job holds at its peak, as the wafer worker runs it: at load, the initial
+    tensors and the state copied from them; during a step, the state, the whole batch and the
+    values still to be read (the runtime drops each after its last reader; a view keeps the
+    value it views), plus working space of twice the largest value for a kernel's temporaries."""
     import numpy as np
 
     initial = sum(int(np.asarray(t).nbytes) for t in tensors.values())
     micro = max(1, int(manifest.get("micro_batches") or 1))
-    total = 2 * initial  # the artifact's copy and the runtime's state
-    for inp in graph["inputs"]:
-        if inp.get("role") in ("input", "target"):
-            total += micro * tensor_bytes(inp["shape"], inp["dtype"])
+    batch = sum(
+        micro * tensor_bytes(i["shape"], i["dtype"])
+        for i in graph["inputs"]
+        if i.get("role") in ("input", "target")
+    )
+    nodes = graph["nodes"]
+    owner: dict[str, str] = {}
+    for node in nodes:
+        name = str(node.get("name"))
+        refs = node_inputs(node) if node.get("target") in _ALIASES else []
+        owner[name] = owner.get(refs[0], refs[0]) if refs else name
+    last: dict[str, int] = {}
+    for index, node in enumerate(nodes):
+        for ref in node_inputs(node):
+            last[owner.get(ref, ref)] = index
+    for ref in [o.get("ref") for o in graph.get("outputs") or []] + _accuracy_refs(graph):
+        last[owner.get(str(ref), str(ref))] = len(nodes)
+    live = peak = largest = 0
+    freed_after: dict[int, int] = {}
+    for index, node in enumerate(nodes):
+        name = str(node.get("name"))
+        if owner[name] == name:
+            size = _value_bytes(values.get(name))
+            largest = max(largest, size)
+            live += size
+            end = last.get(name, index)
+            freed_after[end] = freed_after.get(end, 0) + size
+        peak = max(peak, live)
+        live -= freed_after.pop(index, 0)
+    return max(2 * initial, initial + batch + peak + 2 * largest)
+
+
+def _accuracy_refs(graph: dict[str, Any]) -> list[str]:
+    """The values the runtime's accuracy reads after a step (log-probabilities and targets)."""
     for node in graph["nodes"]:
-        if node.get("target") in _ALIASES:
-            continue
-        total += _value_bytes(values.get(str(node.get("name"))))
-    return total
+        if str(node.get("target")).startswith("aten.nll_loss_forward"):
+            return node_inputs(node)[:2]
+    return []
 
 
 def _value_bytes(value: Any) -> int:

@@ -112,7 +112,11 @@ class WaferHost:
         with self.lock:
             if owner in self.wafer.regions:  # a previous attempt of this job died in this process
                 self.wafer.release(owner)
-            return runtime.load(artifact, self.wafer, ctx.region, owner)
+            job = runtime.load(artifact, self.wafer, ctx.region, owner)
+        # The job holds its own copy of the initial tensors: the artifact's would only double
+        # the job's state in this worker (compiler.artifact_check plans host memory so).
+        artifact.tensors.clear()
+        return job
 
     def release(self, ctx: RunContext, job: Any) -> None:
         """Free the run's region (and the loaded job's buffers)."""

@@ -76,6 +76,7 @@ class LoadedJob:
             fp16=self.fp16,
             seed=seed,
             step_of=lambda: self.steps_done,
+            keep=_accuracy_refs(self.graph),
         )
         self.state: dict[str, np.ndarray] = _initial_state(
             self.graph, artifact.tensors, self.program
@@ -211,8 +212,8 @@ class LoadedJob:
         self.released = True
 
 
-def _accuracy_slots(graph: dict[str, Any], slots: dict[str, int]) -> tuple[int, int, int] | None:
-    """(log-probabilities slot, targets slot, ignore_index) of the step's classification loss
+def _accuracy_args(graph: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(log-probabilities, targets, ignore_index) of the step's classification loss
     (cross_entropy traces to log_softmax + nll_loss), or None for other losses."""
     for node in graph["nodes"]:
         if not str(node["target"]).startswith("aten.nll_loss_forward"):
@@ -220,8 +221,20 @@ def _accuracy_slots(graph: dict[str, Any], slots: dict[str, int]) -> tuple[int, 
         args = node.get("args") or []
         if len(args) > 1 and isinstance(args[0], dict) and isinstance(args[1], dict):
             ignore = args[4] if len(args) > 4 and isinstance(args[4], int) else -100
-            return slots[args[0]["ref"]], slots[args[1]["ref"]], ignore
+            return str(args[0]["ref"]), str(args[1]["ref"]), ignore
     return None
+
+
+def _accuracy_refs(graph: dict[str, Any]) -> frozenset[str]:
+    """The values the accuracy reads after the step (kept alive to its end)."""
+    found = _accuracy_args(graph)
+    return frozenset(found[:2]) if found else frozenset()
+
+
+def _accuracy_slots(graph: dict[str, Any], slots: dict[str, int]) -> tuple[int, int, int] | None:
+    """(log-probabilities slot, targets slot, ignore_index) of the step's classification loss."""
+    found = _accuracy_args(graph)
+    return (slots[found[0]], slots[found[1]], found[2]) if found else None
 
 
 def _mean_or_none(values: list[float | None]) -> float | None:

@@ -141,6 +141,45 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(d) for d in value)
 
 
+def last_readers(graph: Mapping[str, Any], keep: set[str]) -> dict[int, list[str]]:
+    """{node index: values no later node reads}: what a step may drop once that node ran.
+    Values in `keep` and the graph's outputs live to the end of the step."""
+    kept = keep | {o["ref"] for o in graph["outputs"]}
+    last: dict[str, int] = {}
+    for index, node in enumerate(graph["nodes"]):
+        for ref in _refs([node.get("args", []), node.get("kwargs", {})]):
+            last[ref] = index
+    inputs = {i["name"] for i in graph["inputs"]}
+    dead: dict[int, list[str]] = {}
+    for name, index in last.items():
+        if name not in kept and name not in inputs:
+            dead.setdefault(index, []).append(name)
+    return dead
+
+
+def _refs(value: Any) -> list[str]:
+    """Every value name an encoded argument refers to."""
+    if isinstance(value, list):
+        return [r for v in value for r in _refs(v)]
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get("ref"), str):
+            return [value["ref"]]
+        return [r for v in value.values() for r in _refs(v)]
+    return []
+
+
+def _freeing(run: NodeRun, dead: tuple[int, ...]) -> NodeRun:
+    """`run`, then the slots of values nothing reads any more set to None: a step holds only
+    its live values, not every value it computed (a VGG-11 step held 4.5 GB instead of ~2)."""
+
+    def run_and_free(env: list[Any]) -> None:
+        run(env)
+        for slot in dead:
+            env[slot] = None
+
+    return run_and_free
+
+
 def compile_program(
     graph: Mapping[str, Any],
     rect_of: Callable[[str | None], tuple[int, int, int, int]],
@@ -148,11 +187,16 @@ def compile_program(
     fp16: bool,
     seed: int,
     step_of: Callable[[], int],
+    keep: frozenset[str] = frozenset(),
 ) -> Program:
-    """Compile `graph` (sam-ir/1) into a Program; rect_of(kernel id) gives each node's rectangle."""
+    """Compile `graph` (sam-ir/1) into a Program; rect_of(kernel id) gives each node's rectangle.
+    Values are dropped after their last reader except the outputs and the names in `keep`."""
     slots: dict[str, int] = {}
     for inp in graph["inputs"]:
         slots[inp["name"]] = len(slots)
+    for node in graph["nodes"]:
+        slots.setdefault(node["name"], len(slots))
+    dead = last_readers(graph, set(keep))
     runs: list[NodeRun] = []
     for index, node in enumerate(graph["nodes"]):
         out = slots.setdefault(node["name"], len(slots))
@@ -168,7 +212,9 @@ def compile_program(
             node_index=index,
             step_of=step_of,
         )
-        runs.append(_node_run(kernel_factory(node["target"])(ctx), node, slots, out))
+        run = _node_run(kernel_factory(node["target"])(ctx), node, slots, out)
+        drop = tuple(slots[name] for name in dead.get(index, ()))
+        runs.append(_freeing(run, drop) if drop else run)
     return Program(
         slots=slots,
         runs=runs,
