@@ -207,6 +207,12 @@ class Settings(BaseSettings):
     # Host memory one wafer job may plan to hold (its checked artifact's state, batch and op
     # outputs); a job planned above it fails host_oom before it runs.
     wafer_job_memory_bytes: int = Field(default=4 * 1024**3, ge=1)
+    # RLIMIT_DATA of a wafer worker process; 0 = auto: its job slots x wafer_job_memory_bytes
+    # + 2 GiB, at most 90% of the machine's memory (a step past it fails host_oom, not the worker).
+    wafer_worker_memory_bytes: int = Field(default=0, ge=0)
+    # A compile or wafer worker whose RSS passes this after a task finishes the tasks it runs,
+    # takes no new one and exits, to be started afresh by its supervisor; 0 = never.
+    worker_recycle_rss_bytes: int = Field(default=2 * 1024**3, ge=0)
 
     # Rows one transaction of a bulk change writes (an array's submit, cancel, hold, release,
     # requeue; artifact reuse) before it commits and lets other tenants' requests in.

@@ -102,6 +102,9 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
     from compiler.sandbox import warm_sandbox
 
     warm_sandbox()  # the first trace should not wait for the torch import
+    from sam_worker.recycle import install
+
+    install(settings.worker_recycle_rss_bytes)
     name = f"compile-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv(COMPILE_QUEUE, concurrency, name))
 
@@ -134,8 +137,24 @@ def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> N
         wafer.serve_metrics(metrics_port, get_settings().metrics_host)
     wafer.beat()
     wafer.start_heartbeat()
+    _bound_wafer_memory(concurrency)
     name = f"wafer-{wafer_id}-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv(wafer_queue(wafer_id), concurrency, name))
+
+
+def _bound_wafer_memory(slots: int) -> None:
+    """RLIMIT_DATA for this wafer worker and its recycling (`sam_worker.recycle`)."""
+    from sam_server.config import get_settings
+    from sam_worker.recycle import install, limit_data, wafer_worker_memory_bytes
+
+    settings = get_settings()
+    limit = wafer_worker_memory_bytes(
+        settings.wafer_worker_memory_bytes, slots, settings.wafer_job_memory_bytes
+    )
+    logging.getLogger("sam.worker.wafer").info(
+        "wafer worker memory: RLIMIT_DATA %.1f GiB", limit_data(limit) / 2**30
+    )
+    install(settings.worker_recycle_rss_bytes)
 
 
 def _wafer_slots(wafer_id: str) -> int:

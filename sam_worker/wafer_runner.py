@@ -138,7 +138,7 @@ def _checked_artifact(
 
 def _failure_kind(exc: BaseException, default: str | None = None) -> str:
     """A run's failure kind: host_oom when the host ran out of memory (the worker's RLIMIT_DATA,
-    or the machine), the error's own kind when it has one, else internal."""
+    SAM_WAFER_WORKER_MEMORY_BYTES, or the machine's), the error's own kind, else internal."""
     if isinstance(exc, MemoryError):
         return "host_oom"
     return default or str(getattr(exc, "kind", "internal"))
@@ -257,8 +257,9 @@ def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
         if kind == "host_oom":
             return RunOutcome.failed(
                 kind,
-                "the step ran out of host memory (the wafer worker's memory limit "
-                "or the machine's); use a smaller batch_size or model",
+                "the step ran out of host memory (the wafer worker's limit, "
+                "SAM_WAFER_WORKER_MEMORY_BYTES, or the machine's); use a smaller batch_size "
+                "or model",
             )
         return RunOutcome.failed(kind, f"{type(exc).__name__}: {exc}")
     finally:
