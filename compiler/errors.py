@@ -69,6 +69,18 @@ class InternalCompileError(CompileError, kind="internal"):
     """A compiler bug; please report it with the job spec."""
 
 
+def file_system_hint(exc: BaseException) -> str:
+    """What to add to a user-code error that hit the sandbox's file system caps ("" otherwise):
+    ENOSPC past /tmp's or /dev/shm's size, EROFS anywhere else."""
+    if isinstance(exc, OSError) and exc.errno in (28, 30, 122):  # ENOSPC, EROFS, EDQUOT
+        return (
+            "; in the sandbox only /tmp and /dev/shm are writable, each a size-capped tmpfs "
+            "(512 MiB and 64 MiB by default), and the rest of its file system is read-only: "
+            "write less scratch data there"
+        )
+    return ""
+
+
 def error_from_dict(data: dict[str, Any]) -> CompileError:
     """Rebuild a `CompileError` from `to_dict()` output (errors cross the sandbox as JSON)."""
     cls = _BY_KIND.get(str(data.get("kind")), InternalCompileError)

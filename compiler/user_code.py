@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from compiler.errors import InvalidSpec, ModelError
+from compiler.errors import InvalidSpec, ModelError, file_system_hint
 
 _SOURCE_DIR: dict[str, Path] = {}
 
@@ -70,6 +70,7 @@ def user_code_error(doing: str, exc: BaseException) -> ModelError:
         )
     else:
         message = f"{doing} raised {type(exc).__name__}: {text}"
+    message += file_system_hint(exc)
     frames = user_traceback(exc)
     if frames and not _is_library_frame(_last_filename(exc)):
         message += f" (at {frames[-1]})"

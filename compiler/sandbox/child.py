@@ -105,7 +105,7 @@ _TASKS.update(trace=_trace, batches=_batches)
 def _failure(exc: BaseException) -> dict[str, Any]:
     import traceback
 
-    from compiler.errors import CompileError
+    from compiler.errors import CompileError, file_system_hint
 
     if isinstance(exc, CompileError):
         return exc.to_dict()
@@ -114,7 +114,7 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     elif isinstance(exc, BrokenPipeError):
         message = "the batch consumer went away"
     else:
-        message = f"the model code raised {type(exc).__name__}: {exc}"
+        message = f"the model code raised {type(exc).__name__}: {exc}{file_system_hint(exc)}"
         if "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower():
             message = f"the model code ran out of memory: {exc}"
     frames = [

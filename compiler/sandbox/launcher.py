@@ -58,7 +58,6 @@ OP_CLASSES_FILE = Path(sim_ops.__file__ or "").resolve()
 log = logging.getLogger("sam.sandbox")
 _LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
 _LIB_LINKS = ("/lib", "/lib64", "/lib32")
-_TMPFS_BYTES = 512 * 1024**2
 
 
 def bwrap_path() -> str:
@@ -461,15 +460,21 @@ def _runtime_binds() -> tuple[Mount, ...]:
 
 
 def _filesystem_args(binds: list[Mount], staged: list[str], limits: SandboxLimits) -> list[str]:
+    """Every writable place is capped: /tmp and /dev/shm are tmpfs of tmp_bytes and shm_bytes
+    (tmpfs pages are the host's shared memory), the one writable bind is /job/out (checked by
+    `output_problem`), and once everything is mounted the root and /dev are remounted
+    read-only (bwrap's root and /dev are tmpfs of their own, otherwise writable without a cap:
+    issue 29 wrote 3 GiB under /sam and 3 GiB into /dev/shm)."""
     args = ["--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(min(_TMPFS_BYTES, limits.file_bytes)), "--tmpfs", "/tmp"]
+    args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
     for link in _LIB_LINKS:
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
     for index, bind in enumerate(binds):
         source = staged[index] if staged else str(bind.host)
         args += ["--bind" if bind.writable else "--ro-bind", source, bind.dest]
-    return args
+    return [*args, "--remount-ro", "/dev", "--remount-ro", "/"]
 
 
 def _init_pid(info_fd: int) -> int | None:

@@ -17,6 +17,8 @@ class SandboxLimits:
     task's own uid (threads count too). output_files and output_bytes cap what the task may leave
     in its one writable host directory (/job/out: entries of any kind, and bytes on disk); the
     worker checks them while the task runs (`launcher.OUTPUT_CHECK_S`) and once after it.
+    tmp_bytes and shm_bytes size the only other writable places, the private tmpfs /tmp and
+    /dev/shm (a write past them fails ENOSPC); the root and /dev are read-only (EROFS).
     """
 
     cpu_seconds: int = 120
@@ -26,6 +28,8 @@ class SandboxLimits:
     processes: int = 64
     output_files: int = 64
     output_bytes: int = 4 * 1024**3
+    tmp_bytes: int = 512 * 1024**2
+    shm_bytes: int = 64 * 1024**2
 
 
 DATA_LIMITS = SandboxLimits(cpu_seconds=24 * 3600, wall_seconds=600.0)
