@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job
 from sam_server.services.auth import Principal
-from sam_server.services.bulk import Pace, transition_many, update_many
+from sam_server.services.bulk import Pace, state_in, transition_many, update_many
 from sam_server.states import ENDED, WAITING, JobState
 
 LISTED = 1000  # tasks listed in each of an answer's `changed` and `unchanged`
@@ -127,7 +127,7 @@ def cancel_array(
             values={"cancel_requested": True, "reason": None},
             log_line=by,
         )
-        changed = [(i, _CANCEL_MOVES[JobState(s)].value, None) for i, s in done.rows]
+        changed = [(i, state, None) for i, state in done.rows]
     return _outcome(session, tasks, changed, lambda row: f"already {row.state}")
 
 
@@ -143,7 +143,7 @@ def hold_array(
             session,
             tasks.ids,
             pace=pace,
-            where=[Job.state.in_(WAITING), free],
+            where=[state_in(WAITING), free],
             values={"hold": kind},
             log_line=f"held by {principal.name} ({kind} hold)",
         )
@@ -207,7 +207,7 @@ def requeue_array(
             session,
             tasks.ids,
             pace=pace,
-            where=[Job.state == JobState.RUNNING.value, Job.preempt_requested.is_(False)],
+            where=[state_in([JobState.RUNNING.value]), Job.preempt_requested.is_(False)],
             values=values,
             log_line=f"requeued by {principal.name}; checkpointing, then waiting again",
         )

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, delete, insert, select, update
+from sqlalchemy import ColumnElement, String, Table, delete, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job, JobAccounting, JobEvent, JobLog, Tenant, User
@@ -29,6 +29,17 @@ MAX_CHUNK_ROWS = 30_000
 # Passes over the rows a PostgreSQL chunk skipped because another transaction held them; the
 # last pass waits for the lock instead of skipping.
 LOCKED_PASSES = 4
+
+
+# A job's state in a chunk's conditions, as an expression no index serves: the rows are found
+# by their ids (the primary key). With plain `state IN (...)`, SQLite chose the (state,
+# created_at) index and scanned every queued job of the database for each chunk.
+STATE = Job.state.concat("")
+
+
+def state_in(states: Iterable[str]) -> ColumnElement[bool]:
+    """`Job.state IN states` for a chunk's condition (see STATE)."""
+    return STATE.in_(list(states))
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,7 @@ class Pace:
 
 @dataclass
 class Changed:
-    """What a bulk change did: (job id, state before) of each job changed, in chunk order."""
+    """What a bulk change did: (job id, state after) of each job changed, in chunk order."""
 
     rows: list[tuple[str, str]] = field(default_factory=list)
 
@@ -89,35 +100,50 @@ def transition_many(
     the caller's to respect), with `values` also set; records each change's `JobEvent` (with
     `reason`), a `log_line` in its log and, for an ended job, its accounting record. Jobs in
     no from-state (ended since, say) are left as they are and not in the answer. `via`: a
-    state passed through on the way (its event and reason recorded first)."""
+    state passed through on the way (its event and reason recorded first).
+
+    The events and log lines are written by INSERT ... SELECT over the very rows the UPDATE
+    then changes (inside one write transaction on SQLite; on rows locked first on PostgreSQL),
+    so no row travels through Python."""
     changed = Changed()
+    groups: dict[JobState, list[str]] = {}
+    for before, to in moves.items():
+        groups.setdefault(to, []).append(before.value)
 
     def step(chunk: list[str], skip_locked: bool) -> list[str]:
         now = utcnow()
-        done: list[tuple[str, str]] = []
-        for before, to in moves.items():
-            cond = [Job.state == before.value, *where]
-            stmt = update(Job).values(**state_values(to, now), **(values or {}))
-            found = _update_returning(session, stmt, chunk, cond, skip_locked)
-            done.extend((job_id, before.value) for job_id in found)
-            steps = [(before, to, reason)]
+        done: list[str] = []
+        for to, froms in groups.items():
+            cond = [state_in(froms), *where]
+            rows = _lock(session, chunk, cond, skip_locked)
+            if not rows:
+                continue
+            picked = [Job.id.in_(rows), *cond]
+            hops: list[tuple[JobState | None, JobState, str]] = [(None, to, reason)]
             if via is not None:
-                steps = [(before, via[0], via[1]), (via[0], to, reason)]
-            events = [
-                {"job_id": i, "at": now, "from_state": a.value, "to_state": b.value, "reason": why}
-                for a, b, why in steps
-                for i in found
-            ]
-            if events:
-                session.execute(insert(JobEvent), events)
+                hops = [(None, via[0], via[1])]
+            if via is not None:
+                hops.append((via[0], to, reason))
+            for source, target, why in hops:
+                origin = Job.state if source is None else literal(source.value, String)
+                _insert_select(
+                    session,
+                    JobEvent,
+                    {"job_id": Job.id, "at": _at(now), "from_state": origin},
+                    {"to_state": target.value, "reason": why},
+                    picked,
+                )
+            if log_line is not None:
+                _log_lines(session, picked, log_line, now)
+            stmt = update(Job).values(**state_values(to, now), **(values or {}))
+            found = _update_returning(session, stmt, rows, cond)
             if found and to in TERMINAL:
                 record_ends(session, found, now)
-        if log_line is not None and done:
-            session.execute(insert(JobLog), [{"job_id": i, "line": log_line} for i, _ in done])
-        changed.rows.extend(done)
-        return [job_id for job_id, _ in done]
+            changed.rows.extend((job_id, to.value) for job_id in found)
+            done.extend(found)
+        return done
 
-    _in_chunks(session, list(ids), pace, step, still=[Job.state.in_([m.value for m in moves])])
+    _in_chunks(session, list(ids), pace, step, still=[state_in(m.value for m in moves)])
     return changed
 
 
@@ -135,10 +161,14 @@ def update_many(
     changed: list[str] = []
 
     def step(chunk: list[str], skip_locked: bool) -> list[str]:
+        cond = list(where)
+        rows = _lock(session, chunk, cond, skip_locked)
+        if not rows:
+            return []
+        if log_line is not None:
+            _log_lines(session, [Job.id.in_(rows), *cond], log_line, utcnow())
         stmt = update(Job).values(updated_at=utcnow(), **values)
-        found = _update_returning(session, stmt, chunk, list(where), skip_locked)
-        if log_line is not None and found:
-            session.execute(insert(JobLog), [{"job_id": i, "line": log_line} for i in found])
+        found = _update_returning(session, stmt, rows, cond)
         changed.extend(found)
         return found
 
@@ -146,21 +176,47 @@ def update_many(
     return changed
 
 
-def _update_returning(
+def _at(now: Any) -> Any:
+    return literal(now, JobEvent.__table__.c.at.type)
+
+
+def _insert_select(
     session: Session,
-    stmt: Any,
-    chunk: list[str],
+    model: Any,
+    columns: Mapping[str, Any],
+    constants: Mapping[str, Any],
     cond: list[ColumnElement[bool]],
-    skip_locked: bool,
+) -> None:
+    """INSERT INTO `model` (...) SELECT `columns`, `constants` FROM jobs WHERE `cond`."""
+    table = model.__table__
+    names = [*columns, *constants]
+    picks = [*columns.values(), *(literal(v, table.c[k].type) for k, v in constants.items())]
+    session.execute(insert(model).from_select(names, select(*picks).where(*cond)))
+
+
+def _log_lines(session: Session, cond: list[ColumnElement[bool]], line: str, now: Any) -> None:
+    _insert_select(
+        session, JobLog, {"job_id": Job.id, "at": _at(now)}, {"level": "INFO", "line": line}, cond
+    )
+
+
+def _lock(
+    session: Session, chunk: list[str], cond: list[ColumnElement[bool]], skip_locked: bool
 ) -> list[str]:
-    """Run `stmt` (an UPDATE of jobs) on the rows of `chunk` that match `cond`; their ids."""
-    if session.get_bind().dialect.name == "postgresql":
-        locked = (
-            select(Job.id).where(Job.id.in_(chunk), *cond).with_for_update(skip_locked=skip_locked)
-        )
-        stmt = stmt.where(Job.id.in_(locked.scalar_subquery()))
-    else:
-        stmt = stmt.where(Job.id.in_(chunk), *cond)
+    """The ids of `chunk` matching `cond`; on PostgreSQL locked for this transaction (those
+    another transaction holds skipped when `skip_locked`). SQLite has no row locks: the whole
+    chunk, whose first write takes the database's one write lock."""
+    if session.get_bind().dialect.name != "postgresql":
+        return chunk
+    query = select(Job.id).where(Job.id.in_(chunk), *cond)
+    return list(session.execute(query.with_for_update(skip_locked=skip_locked)).scalars())
+
+
+def _update_returning(
+    session: Session, stmt: Any, rows: list[str], cond: list[ColumnElement[bool]]
+) -> list[str]:
+    """Run `stmt` (an UPDATE of jobs) on the rows of `rows` that match `cond`; their ids."""
+    stmt = stmt.where(Job.id.in_(rows), *cond)
     stmt = stmt.returning(Job.id).execution_options(synchronize_session=False)
     return list(session.execute(stmt).scalars())
 
@@ -237,9 +293,49 @@ _RECORD_COLUMNS = (
 
 
 def record_ends(session: Session, job_ids: Iterable[str], now: Any) -> None:
-    """The accounting records of jobs that just ended, written in two statements (what
-    `accounting.record_job_end` writes for one job)."""
+    """The accounting records of jobs that just ended (what `accounting.record_job_end`
+    writes for one job): one INSERT ... SELECT for those that never ran (no attempt: nothing
+    to add up), the others computed from their attempts."""
     ids = list(job_ids)
+    ran = list(
+        session.execute(
+            select(Job.id).where(Job.id.in_(ids), (Job.attempts > 0) | Job.started_at.is_not(None))
+        ).scalars()
+    )
+    never = [Job.id.in_(ids), Job.attempts == 0, Job.started_at.is_(None)]
+    table = cast(Table, JobAccounting.__table__)
+    columns = {
+        "job_id": Job.id,
+        "array_job_id": Job.array_job_id,
+        "array_task_id": Job.array_task_id,
+        "tenant_id": Job.tenant_id,
+        "tenant": Tenant.name,
+        "user_id": Job.user_id,
+        "user": User.name,
+        "name": Job.name,
+        "mode": Job.mode,
+        "priority": Job.priority,
+        "state": Job.state,
+        "exit_kind": Job.error_kind,
+        "submit_at": Job.created_at,
+        "end_at": Job.finished_at,
+        "time_limit_s": Job.time_limit_s,
+        "attempts": Job.attempts,
+    }
+    constants = {"elapsed_s": 0.0, "pe_hours": 0.0, "intervals": [], "recorded_at": now}
+    picks = [*columns.values(), *(literal(v, table.c[k].type) for k, v in constants.items())]
+    query = (
+        select(*picks)
+        .join(Tenant, Tenant.id == Job.tenant_id)
+        .join(User, User.id == Job.user_id)
+        .where(*never)
+    )
+    session.execute(insert(JobAccounting).from_select([*columns, *constants], query))
+    if ran:
+        _record_ran(session, ran, now)
+
+
+def _record_ran(session: Session, ids: list[str], now: Any) -> None:
     rows = session.execute(
         select(*_RECORD_COLUMNS, Tenant.name.label("tenant_name"), User.name.label("user_name"))
         .join(Tenant, Tenant.id == Job.tenant_id)

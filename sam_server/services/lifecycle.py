@@ -20,7 +20,7 @@ from sam_server.errors import InvalidTransition
 from sam_server.services import history
 from sam_server.services.arrays import array_files
 from sam_server.services.bounds import LOG_ERROR_BYTES, cap_error, cap_json, cap_text
-from sam_server.services.bulk import MAX_CHUNK_ROWS, Pace, transition_many
+from sam_server.services.bulk import MAX_CHUNK_ROWS, Pace, state_in, transition_many
 from sam_server.services.transitions import JobState, transition
 from sam_server.states import LEASED, RunEnd
 
@@ -232,7 +232,7 @@ def reuse_artifacts(
     rows = session.execute(
         select(Job.id, Job.mode).where(
             Job.id.in_(job_ids),
-            Job.state == JobState.QUEUED.value,
+            state_in([JobState.QUEUED.value]),
             Job.cancel_requested.is_(False),
         )
     ).all()
