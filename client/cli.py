@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
-
 from client.errors import SamAPIError, SamClientError
 from client.fastpath import api_error_lines
-from client.plugins import discover_plugins, load_plugin, unavailable_command
+from client.plugins import EntryPointLike, discover_plugins, load_plugin, unavailable_command
 
 # name -> "module:attribute". Imported only when invoked (or listed by --help/completion), so
 # `sam submit` pays for submit's imports alone: a sweep of 1,000 submits is mostly start-ups.
@@ -47,6 +44,57 @@ CLIENT_COMMANDS: dict[str, str] = {
 }
 
 
+# What `sam --help` says of each command, without importing it (importing every command for
+# its docstring made `sam --help` take 0.4 s); tests/client/test_help.py holds each to the
+# command's own short help.
+SHORT_HELP = {
+    "submit": "Submit a job file (job.yaml) and the files it names.",
+    "queue": "List jobs (by default those not yet ended), squeue style.",
+    "status": "Show one job.",
+    "cancel": "Cancel jobs (`ID_7`: one array task; an array's `ID`: all its unfinished tasks).",
+    "logs": "Print a job's log; -f follows it until the job ends (surviving a server restart).",
+    "explain": "Why a job is not running: reasons, position, ETA, priority.",
+    "metrics": "Per-step loss, simulated cycles and throughput of a job.",
+    "report": "Reports: `sam report JOBID` (a job's performance) or `sam report usage` (PE-hours).",
+    "fetch": "Download a job's results: weights.pt (a torch state_dict under the model's own "
+    "names; `torch.load(path, weights_only=True)`), checkpoints/step-N.npz and report.json.",
+    "cluster": "Wafers, the regions jobs hold on them, and compile servers (--format: the wafers "
+    "only).",
+    "whoami": "The principal the token belongs to: name, tenant, role.",
+    "login": "Save a server URL and token in ~/.config/sam/config.toml (mode 0600), in the context "
+    "in use if there is one (`--context`, SAM_CONTEXT, `sam config use-context`).",
+    "admin": "Administer tenants, users and tokens.",
+    "token": "API tokens: list, revoke, rotate (secrets are shown only when made).",
+    "acct": "Accounting of jobs, sacct style: those that existed from --starttime to --endtime.",
+    "config": "Contexts in ~/.config/sam/config.toml: set-context, use-context, get-contexts.",
+    "completion": "Print the completion script for SHELL (commands, options, choices and file "
+    "names).",
+    "hold": "Keep waiting jobs from starting until `sam release` (an array id: every waiting "
+    "task).",
+    "release": "Let held jobs start again (an array id: every held task).",
+    "requeue": "Send running jobs back to the queue: each checkpoints, frees its region and waits "
+    "again, resuming from that checkpoint when it is placed.",
+    "update": "Change a job's (or every task's of an array) priority, time limit or name.",
+    "data": "Data sets: upload once, read from many jobs at /datasets/NAME.",
+}
+# The same for this project's own plugins, by their entry point's target: a plugin declared
+# with another target (a third party's, or a broken one) is imported to be described.
+PLUGIN_SHORT_HELP = {
+    "sam_server.cli:db": "Database administration.",
+    "sam_worker.cli:demo": "`sam up` plus a tour: tenants, jobs of several priorities sharing a "
+    "wafer, their results.",
+    "sam_server.cli:scheduler": "Run the scheduler loop: snapshot, plan, write decisions, "
+    "dispatch (one leader at a time).",
+    "sam_server.cli:server": "Run the control plane (REST API). On SQLite it creates or upgrades "
+    "the database itself.",
+    "sam_server.replay.cli:sim": "Replay TRACE (.swf or .swf.gz) on simulated wafers; print "
+    "wait, slowdown, utilization.",
+    "sam_worker.cli:up": "The whole cluster on this machine, in the foreground (SQLite, no Redis "
+    "needed by default).",
+    "sam_worker.cli:worker": "Run a Celery worker: a compile server or the worker of one wafer.",
+}
+
+
 # The server side's commands (entry points of the full sam-scheduler distribution), named so
 # that the light client can say what to install instead of "No such command".
 SERVER_COMMANDS = {
@@ -66,13 +114,13 @@ class SamGroup(click.Group):
     """The `sam` group: client commands, lazily loaded plugins, and user-facing error reports."""
 
     def __init__(
-        self, *args: Any, find_plugins: Callable[[], dict[str, EntryPoint]], **kwargs: Any
+        self, *args: Any, find_plugins: Callable[[], dict[str, EntryPointLike]], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
         self._find_plugins = find_plugins
-        self._plugins: dict[str, EntryPoint] | None = None
+        self._plugins: dict[str, EntryPointLike] | None = None
 
-    def _plugin_entry_points(self) -> dict[str, EntryPoint]:
+    def _plugin_entry_points(self) -> dict[str, EntryPointLike]:
         if self._plugins is None:
             self._plugins = self._find_plugins()
         return self._plugins
@@ -99,6 +147,34 @@ class SamGroup(click.Group):
         command = load_plugin(cmd_name, entry_point)
         self.add_command(command, cmd_name)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's command list, with the short help of the client's and this project's own
+        commands from the tables above: `sam --help` imports no command."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            text = self._known_short_help(name)
+            if text is not None:
+                # a bare command with that help: click's own shortening, nothing imported
+                rows.append((name, click.Command(name, help=text).get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _known_short_help(self, name: str) -> str | None:
+        if name in self.commands:  # added (and so imported) already: it speaks for itself
+            return None
+        if name in CLIENT_COMMANDS:
+            return SHORT_HELP.get(name)
+        entry_point = self._plugin_entry_points().get(name)
+        return PLUGIN_SHORT_HELP.get(entry_point.value) if entry_point is not None else None
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; client errors become `error: ...` on stderr and exit status 1."""
@@ -136,7 +212,7 @@ def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 
 
 def build_cli(
-    find_plugins: Callable[[], dict[str, EntryPoint]] = discover_plugins,
+    find_plugins: Callable[[], dict[str, EntryPointLike]] = discover_plugins,
 ) -> click.Group:
     """A fresh `sam` group; `find_plugins` lists the plugin entry points (tests pass fakes)."""
 

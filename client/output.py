@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+
+TYPE_CHECKING = False  # typing's import is spared on a short command's path (client.fastqueue)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
 

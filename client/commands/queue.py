@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import click
@@ -14,7 +13,6 @@ from client.columns import Column, columns_by_name, format_option, parse_format,
 from client.commands.options import connection_options, open_client, output_option
 from client.errors import SamAPIError
 from client.output import (
-    STATE_CODES,
     STATE_LEGEND,
     dump_data,
     format_reason,
@@ -22,15 +20,12 @@ from client.output import (
     format_time,
     job_elapsed,
     now_utc,
-    render_table,
     state_code,
 )
+from client.queue_view import WAITING_STATES, display_key, queue_table, states_from
 from client.sdk import ACTIVE_STATES, SamClient
-from client.summaries import has_summaries, shown_reason, tasks_text
+from client.summaries import shown_reason, tasks_text
 
-WAITING_STATES = ("queued", "compiling", "pending")
-
-COLUMNS = ["JOBID", "TENANT", "NAME", "USER", "ST", "TIME", "REGION", "REASON"]
 # --format columns (squeue -O's idea); the plain table above stays the default.
 QUEUE_FORMAT_COLUMNS = [
     Column("JobID", lambda j: j.get("id")),
@@ -52,29 +47,14 @@ QUEUE_FORMAT_COLUMNS = [
     Column("Loss", lambda j: (j.get("progress") or {}).get("loss")),
 ]
 QUEUE_DEFAULT_FORMAT = "jobid,tenant,name,user,st,time,region,reason"
-WIDE_COLUMNS = [*COLUMNS, "PRIORITY", "MODE", "PROGRESS", "SUBMITTED"]
-NAME_WIDTH = 24
-# Display order, as squeue does: what holds the machine first, then what waits, then history.
-STATE_ORDER = {
-    state: rank
-    for rank, state in enumerate(("running", "cancelling", "pending", "compiling", "queued"))
-}
 
 
 def parse_states(values: tuple[str, ...]) -> list[str]:
     """State names from `--state` values: names or short codes, repeated or comma-separated."""
-    by_code = {code.lower(): state for state, code in STATE_CODES.items()}
-    states = []
-    for value in values:
-        for word in filter(None, (part.strip().lower() for part in value.split(","))):
-            state = word if word in STATE_CODES else by_code.get(word)
-            if state is None:
-                raise click.BadParameter(
-                    f"unknown state {word!r}; use one of {', '.join(STATE_CODES)} or a code ({STATE_LEGEND})",
-                    param_hint="--state",
-                )
-            states.append(state)
-    return states
+    try:
+        return states_from(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--state") from None
 
 
 @click.command(epilog=f"ST codes: {STATE_LEGEND}.")
@@ -159,7 +139,7 @@ def queue(
         jobs = list(client.list_rows(**narrow))
         if output == "wide":
             jobs = with_scheduler_reasons(client, jobs)
-        jobs.sort(key=_display_key)
+        jobs.sort(key=display_key)
         if selected is not None:
             return render_selected(selected, jobs, no_headers=no_headers)
         return queue_table(jobs, wide=output == "wide", no_headers=no_headers)
@@ -170,18 +150,6 @@ def queue(
             click.echo(text)
         return
     watch_screen(draw, watch)
-
-
-def queue_table(jobs: list[dict[str, Any]], *, wide: bool, no_headers: bool) -> str:
-    """squeue's table; a TASKS column joins it when an array's waiting tasks share a row."""
-    now = now_utc()
-    rows = [job_row(job, wide=wide, now=now) for job in jobs]
-    headers = WIDE_COLUMNS if wide else COLUMNS
-    if has_summaries(jobs):
-        headers = [*headers, "TASKS"]
-        for row, job in zip(rows, jobs, strict=True):
-            row.append(tasks_text(job))
-    return render_table(headers, rows, no_headers=no_headers)
 
 
 def watch_screen(draw: Callable[[], str], every_s: float) -> None:
@@ -210,35 +178,3 @@ def with_scheduler_reasons(client: SamClient, jobs: list[dict[str, Any]]) -> lis
     except SamAPIError:
         return jobs  # the listing stands without them
     return [{**job, "reasons": reasons.get(str(job.get("id")))} for job in jobs]
-
-
-def _display_key(job: dict[str, Any]) -> tuple[int, str]:
-    # The API's times are all RFC 3339 UTC text of one form: as text they sort as times.
-    return STATE_ORDER.get(job.get("state", ""), len(STATE_ORDER)), str(job.get("created_at") or "")
-
-
-def job_row(job: dict[str, Any], *, wide: bool = False, now: datetime | None = None) -> list[Any]:
-    """One squeue-style row for a job (the wide form adds priority, mode, progress, submit time)."""
-    name = str(job.get("name") or "")
-    if not wide and len(name) > NAME_WIDTH:
-        name = name[: NAME_WIDTH - 1] + "~"
-    row: list[Any] = [
-        job.get("id"),
-        job.get("tenant"),
-        name,
-        job.get("user"),
-        state_code(job.get("state")),
-        job_elapsed(job, now or now_utc()),
-        format_region(job.get("region")),
-        format_reason({**job, "reason": shown_reason(job)}, wide=wide),
-    ]
-    if wide:
-        progress = job.get("progress") or {}
-        step = progress.get("step")
-        row += [
-            job.get("priority"),
-            job.get("mode"),
-            f"{step}/{progress.get('total_steps')}" if step is not None else None,
-            format_time(job.get("created_at")),
-        ]
-    return row

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, String, and_, func, or_, select, type_coerce
+from sqlalchemy import Select, String, and_, case, func, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
-from sam_server.db.models import Job, Tenant, User
+from sam_server.db.models import Job, JobArray, Tenant, User
 from sam_server.db.types import as_utc
 from sam_server.errors import InvalidSpec
 from sam_server.schemas.jobs import VIEW_COLUMNS, view_of
@@ -87,7 +87,8 @@ def list_page(session: Session, principal: Principal, want: Listing, view: View)
     after = decode_cursor(want.cursor) if want.cursor else None
     waiting = [s for s in (want.states or WAITING) if s in WAITING]
     collapse = want.arrays == "collapse" and bool(waiting)
-    plain = _plain_rows(session, principal, want, after, collapse, view)
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    plain = _plain_rows(session, principal, want, after, collapse, view, sqlite)
     groups = _groups(session, principal, want, waiting, after) if collapse else []
     # Both lists are newest first; merged, the page is the first `limit` of them.
     keyed: list[tuple[tuple[int, str], Any]] = [((r.seq, r.id), r) for r in plain]
@@ -96,11 +97,18 @@ def list_page(session: Session, principal: Principal, want: Listing, view: View)
     page = keyed[: want.limit]
     next_cursor = encode_cursor(*page[-1][0]) if len(keyed) > want.limit else None
     chosen = [g for _, g in page if isinstance(g, _Group)]
-    summaries = _summaries(session, chosen, waiting, view) if chosen else {}
+    lowest = _lowest_tasks(session, chosen, view, sqlite) if chosen else {}
+    names = _Names(session, [row for _, row in page if not isinstance(row, _Group)])
+    names.add(session, list(lowest.values()))
+    runs = _index_runs(session, chosen, waiting) if chosen else {}
     build = _slim_row if view == "slim" else _full_item
-    out = [
-        summaries[item.array_id] if isinstance(item, _Group) else build(item) for _, item in page
-    ]
+    out: list[Any] = []
+    for _, item in page:
+        if not isinstance(item, _Group):
+            out.append(build(item, names))
+        elif item.array_id in lowest:  # else its lowest task moved on between the two reads
+            changes = _summary_changes(item, runs.get(item.array_id, []))
+            out.append(build(lowest[item.array_id], names, changes))
     if view == "slim":
         return {"columns": list(SLIM_COLUMNS), "rows": out, "next_cursor": next_cursor}
     return {"items": out, "next_cursor": next_cursor}
@@ -108,9 +116,13 @@ def list_page(session: Session, principal: Principal, want: Listing, view: View)
 
 # -- the query's shape -------------------------------------------------------------------------
 
-_SLIM_JOB_COLUMNS = (
+# A slim row's values as selected: SLIM_COLUMNS' order, with the ids of the tenant and user in
+# their names' places, the region's five columns in its place, and seq in the summary's.
+_SLIM_SELECTED = (
     "id",
     "name",
+    "tenant_id",
+    "user_id",
     "state",
     "priority",
     "mode",
@@ -131,40 +143,51 @@ _SLIM_JOB_COLUMNS = (
     "error_kind",
     "array_job_id",
     "array_task_id",
+    "seq",
 )
+_REGION_AT = _SLIM_SELECTED.index("wafer_id")
+_TIMES_AT = tuple(SLIM_COLUMNS.index(name) for name in _TIMES)
 
 
-def _columns(view: View, dialect: str) -> list[Any]:
-    """The columns a row of `view` is built from (then seq and the tenant's and user's names).
-    A slim row's times on SQLite are read as their stored text (`2026-12-05 18:50:31.123456`,
-    UTC): parsing 30,000 of them into datetimes only to write them out again was a third of a
+def _columns(view: View, sqlite: bool) -> list[Any]:
+    """The columns a row of `view` is built from. A slim row's times on SQLite are turned into
+    RFC 3339 text by the database from their stored text (`2026-12-05 18:50:31.123456`, UTC):
+    parsing 30,000 of them into datetimes only to write them out again was a third of a
     10,000-row listing."""
-    names = _SLIM_JOB_COLUMNS if view == "slim" else VIEW_COLUMNS
-    cols: list[Any] = [getattr(Job, name) for name in names]
-    if view == "slim" and dialect == "sqlite":
-        cols = [type_coerce(c, String).label(c.key) if c.key in _TIMES else c for c in cols]
-    if "seq" not in names:
-        cols.append(Job.seq)
-    return [*cols, Tenant.name.label("tenant_name"), User.name.label("user_name")]
+    if view == "full":
+        names = [*VIEW_COLUMNS, "tenant_id", "user_id", "seq"]
+        return [getattr(Job, name) for name in dict.fromkeys(names)]
+    cols: list[Any] = [getattr(Job, name) for name in _SLIM_SELECTED]
+    if sqlite:
+        cols = [_iso_sql(c).label(c.key) if c.key in _TIMES else c for c in cols]
+    return cols
 
 
-def _rows(session: Session, query: Select[Any]) -> list[Any]:
+def _iso_sql(column: Any) -> Any:
+    """SQLite's stored time as `GET /jobs/{id}` writes it: `2026-12-05T18:50:31.123456Z`
+    (without `.000000`, as Python's isoformat); NULL stays NULL."""
+    text = type_coerce(column, String)
+    whole = case((func.substr(text, 20) == ".000000", func.substr(text, 1, 19)), else_=text)
+    return type_coerce(func.replace(whole, " ", "T"), String) + "Z"
+
+
+def _rows(session: Session, query: Any) -> list[Any]:
     """The rows of a column query, through Core (the ORM's result machinery is not needed for
     plain columns and costs more than the query)."""
     return list(session.connection().execute(query).all())
 
 
 def _select(principal: Principal, want: Listing, cols: Sequence[Any]) -> Select[Any]:
-    """SELECT `cols` from the jobs the caller may see that match the filters (tenants and users
-    joined for their names)."""
-    query = select(*cols).join(Tenant, Job.tenant_id == Tenant.id)
-    query = query.join(User, Job.user_id == User.id)
+    """SELECT `cols` from the jobs the caller may see that match the filters (no join: names
+    are looked up once per page, `_Names`)."""
+    query = select(*cols)
     if not principal.is_admin:
         query = query.where(Job.tenant_id == principal.tenant_id)
     elif want.tenant:
-        query = query.where(Tenant.name == want.tenant)
+        tenant = select(Tenant.id).where(Tenant.name == want.tenant).scalar_subquery()
+        query = query.where(Job.tenant_id == tenant)
     if want.user:
-        query = query.where(User.name == want.user)
+        query = query.where(Job.user_id.in_(select(User.id).where(User.name == want.user)))
     if want.states:
         query = query.where(Job.state.in_(list(want.states)))
     if want.jobs:
@@ -180,10 +203,11 @@ def _plain_rows(
     after: tuple[int, str] | None,
     collapse: bool,
     view: View,
+    sqlite: bool,
 ) -> list[Any]:
     """The page's rows of single jobs (with `collapse`, an array's waiting tasks are left to
     the groups), newest first, one more than the page when there are more."""
-    query = _select(principal, want, _columns(view, _dialect(session)))
+    query = _select(principal, want, _columns(view, sqlite))
     if collapse:
         query = query.where(or_(Job.array_job_id.is_(None), Job.state.not_in(WAITING)))
     if after is not None:
@@ -235,70 +259,77 @@ def _groups(
     return found[: want.limit + 1]
 
 
-def _summaries(
-    session: Session, groups: list[_Group], waiting: list[str], view: View
+def _lowest_tasks(
+    session: Session, groups: list[_Group], view: View, sqlite: bool
 ) -> dict[str, Any]:
-    """Each group's row (slim list or full item): its lowest task's values, with Slurm's id,
-    the most common state and reason, the earliest submit time and the `summary`."""
-    ids = [g.array_id for g in groups]
-    runs = _index_runs(session, ids, waiting)
+    """Each group's lowest waiting task's row (it lends the collapsed row its values)."""
     firsts = [f"{g.array_id}_{g.first_index}" for g in groups]
     lowest: dict[str, Any] = {}
-    cols = _columns(view, _dialect(session))
+    cols = _columns(view, sqlite)
     for start in range(0, len(firsts), _IN_CHUNK):
-        query = select(*cols).join(Tenant, Job.tenant_id == Tenant.id)
-        query = query.join(User, Job.user_id == User.id)
-        chunk = firsts[start : start + _IN_CHUNK]
-        lowest.update(
-            (row.array_job_id, row) for row in _rows(session, query.where(Job.id.in_(chunk)))
-        )
-    out: dict[str, Any] = {}
-    for group in groups:
-        row = lowest.get(group.array_id)
-        if row is None:  # the lowest task moved on between the two reads: no row this time
-            continue
-        summary = {
-            "indices": ",".join(
-                a if a == b else f"{a}-{b}" for a, b in runs.get(group.array_id, [])
-            ),
+        query = select(*cols).where(Job.id.in_(firsts[start : start + _IN_CHUNK]))
+        lowest.update((row.array_job_id, row) for row in _rows(session, query))
+    return lowest
+
+
+def _summary_changes(group: _Group, runs: list[tuple[str, str]]) -> dict[str, Any]:
+    """What a collapsed row changes of its lowest task's values: Slurm's id, the most common
+    state and reason, the earliest submit time, and the `summary`."""
+    indices = ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
+    reason = _most(group.reasons)
+    return {
+        "id": f"{group.array_id}_[{indices}]",
+        "state": _most(group.states),
+        "reason": None if reason == "None" else reason,
+        "created_at": _iso(group.created_at),
+        "array_task_id": None,
+        "summary": {
+            "indices": indices,
             "tasks": group.tasks,
             "states": group.states,
             "reasons": group.reasons,
-        }
-        changes = {
-            "id": f"{group.array_id}_[{summary['indices']}]",
-            "state": _most(group.states),
-            "reason": None if (r := _most(group.reasons)) == "None" else r,
-            "created_at": group.created_at,
-            "array_task_id": None,
-            "summary": summary,
-        }
-        out[group.array_id] = (_slim_row if view == "slim" else _full_item)(row, changes)
-    return out
+        },
+    }
 
 
 def _index_runs(
-    session: Session, array_ids: list[str], waiting: list[str]
+    session: Session, groups: list[_Group], waiting: list[str]
 ) -> dict[str, list[tuple[str, str]]]:
     """The runs of consecutive indices of each array's waiting tasks (gaps and islands: an
-    index minus its rank is the same along a run), as text pairs, lowest first."""
+    index minus its rank is the same along a run), as text pairs, lowest first. An array all
+    of whose tasks wait is written as its submit wrote it (`0-9999`, `0-20:2`), unread."""
+    whole = _whole_arrays(session, groups)
+    runs: dict[str, list[tuple[str, str]]] = {a: [(text, text)] for a, text in whole.items()}
+    rest = [g.array_id for g in groups if g.array_id not in whole]
     rank = func.row_number().over(partition_by=Job.array_job_id, order_by=Job.array_task_id)
-    runs: dict[str, list[tuple[str, str]]] = {}
-    for start in range(0, len(array_ids), _IN_CHUNK):
-        chunk = array_ids[start : start + _IN_CHUNK]
+    for start in range(0, len(rest), _IN_CHUNK):
         inner = select(
             Job.array_job_id.label("array_id"),
             Job.array_task_id.label("index"),
             (Job.array_task_id - rank).label("island"),
-        ).where(Job.array_job_id.in_(chunk), Job.state.in_(waiting))
+        ).where(Job.array_job_id.in_(rest[start : start + _IN_CHUNK]), Job.state.in_(waiting))
         sub = inner.subquery()
         query = select(sub.c.array_id, func.min(sub.c.index), func.max(sub.c.index))
-        query = query.group_by(sub.c.array_id, sub.c.island).order_by(
-            sub.c.array_id, func.min(sub.c.index)
-        )
+        query = query.group_by(sub.c.array_id, sub.c.island)
+        query = query.order_by(sub.c.array_id, func.min(sub.c.index))
         for array_id, low, high in _rows(session, query):
             runs.setdefault(array_id, []).append((str(low), str(high)))
     return runs
+
+
+def _whole_arrays(session: Session, groups: list[_Group]) -> dict[str, str]:
+    """{array id: its indices as submitted, without `%N`} for the groups that hold every task
+    of their array."""
+    counts = {g.array_id: g.tasks for g in groups}
+    query = select(JobArray.id, JobArray.indices, JobArray.task_count)
+    whole = {}
+    ids = list(counts)
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = query.where(JobArray.id.in_(ids[start : start + _IN_CHUNK]))
+        for array_id, indices, task_count in _rows(session, chunk):
+            if counts[array_id] == task_count:
+                whole[array_id] = indices.partition("%")[0].replace(" ", "")
+    return whole
 
 
 def _most(counts: dict[str, int]) -> str:
@@ -309,91 +340,66 @@ def _most(counts: dict[str, int]) -> str:
 # -- rows to JSON ------------------------------------------------------------------------------
 
 
-def _iso(value: Any) -> str:
-    """RFC 3339 UTC text, as `GET /jobs/{id}` writes it, of a datetime or SQLite's stored text."""
-    if isinstance(value, str):
-        text = value[:10] + "T" + value[11:]
-        return (text[:-7] if text.endswith(".000000") else text) + "Z"
+class _Names:
+    """The names of the tenants and users of a page's rows, looked up once for the page."""
+
+    def __init__(self, session: Session, rows: list[Any]) -> None:
+        self.tenants: dict[int, str] = {}
+        self.users: dict[int, str] = {}
+        self.add(session, rows)
+
+    def add(self, session: Session, rows: list[Any]) -> None:
+        for table, known, ids in (
+            (Tenant, self.tenants, {r.tenant_id for r in rows}),
+            (User, self.users, {r.user_id for r in rows}),
+        ):
+            missing = list(ids - known.keys())
+            for start in range(0, len(missing), _IN_CHUNK):
+                chunk = missing[start : start + _IN_CHUNK]
+                query = select(table.id, table.name).where(table.id.in_(chunk))
+                known.update(_rows(session, query))
+
+
+def _iso(value: Any) -> str | None:
+    """RFC 3339 UTC text, as `GET /jobs/{id}` writes it (text already so is kept)."""
+    if value is None or isinstance(value, str):
+        return value
     return str(as_utc(value).isoformat()).replace("+00:00", "Z")  # type: ignore[union-attr]
 
 
-def _dialect(session: Session) -> str:
-    return str(session.get_bind().dialect.name)
-
-
-def _slim_row(row: Any, changes: dict[str, Any] | None = None) -> list[Any]:
+def _slim_row(row: Any, names: _Names, changes: dict[str, Any] | None = None) -> list[Any]:
     """A slim row (SLIM_COLUMNS' order) of a selected row, with `changes` by column name."""
-    (
-        job_id,
-        name,
-        state,
-        priority,
-        mode,
-        created,
-        started,
-        finished,
-        attempts,
-        reason,
-        hold,
-        wafer,
-        r_row,
-        r_col,
-        r_rows,
-        r_cols,
-        step,
-        total,
-        loss,
-        error_kind,
-        array_id,
-        task_id,
-    ) = row[:22]
-    values = [
-        job_id,
-        name,
-        row.tenant_name,
-        row.user_name,
-        state,
-        priority,
-        mode,
-        created,
-        started,
-        finished,
-        attempts,
-        reason,
-        hold,
-        None
-        if wafer is None
-        else {"wafer": wafer, "row": r_row, "col": r_col, "rows": r_rows, "cols": r_cols},
-        step,
-        total,
-        loss,
-        error_kind,
-        array_id,
-        task_id,
-        None,
-    ]
+    values = list(row)
+    values[2] = names.tenants.get(values[2])
+    values[3] = names.users.get(values[3])
+    at = _REGION_AT
+    wafer = values[at]
+    region = None
+    if wafer is not None:
+        region = dict(zip(_REGION_KEYS, values[at : at + 5], strict=True))
+    values[at : at + 5] = [region]
+    values[-1] = None  # seq's place: the summary
+    for i in _TIMES_AT:
+        value = values[i]
+        if value is not None and not isinstance(value, str):  # PostgreSQL's datetimes
+            values[i] = _iso(value)
     if changes:
         for key, value in changes.items():
             values[_SLIM_INDEX[key]] = value
-    for i in _SLIM_TIMES:
-        if values[i] is not None:
-            values[i] = _iso(values[i])
     return values
 
 
+_REGION_KEYS = ("wafer", "row", "col", "rows", "cols")
 _SLIM_INDEX = {name: i for i, name in enumerate(SLIM_COLUMNS)}
-_SLIM_TIMES = tuple(_SLIM_INDEX[n] for n in _TIMES)
 
 
-def _full_item(row: Any, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+def _full_item(row: Any, names: _Names, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """A job object (`JobListItem`) of a selected row, with `changes` by field name."""
     mapping = row._mapping
     get: Callable[[str], Any] = mapping.__getitem__
-    view = view_of(get, mapping["tenant_name"], mapping["user_name"], summary=True)
+    tenant, user = names.tenants.get(row.tenant_id, ""), names.users.get(row.user_id, "")
+    view = view_of(get, tenant, user, summary=True)
     view["summary"] = None
     if changes:
-        created = changes.get("created_at")
         view.update(changes)
-        if created is not None:
-            view["created_at"] = _iso(created)
     return view
