@@ -43,14 +43,15 @@ def render_table(
     headers: Sequence[str], rows: Sequence[Sequence[Any]], *, no_headers: bool = False
 ) -> str:
     """Left-aligned columns separated by two spaces (kubectl style); None renders as `-`."""
-    cells = [[_cell(value) for value in row] for row in rows]
+    # a non-empty str is its own cell: the common case of 10,000-row listings, kept cheap
+    cells = [[v if type(v) is str and v else _cell(v) for v in row] for row in rows]
     lines = cells if no_headers else [list(headers), *cells]
     if not lines:
         return ""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    return "\n".join(
-        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
+    widths = [max(map(len, column)) for column in zip(*lines, strict=True)]
+    # each line as one %-format of left-justified fields (the last one unpadded)
+    pattern = "  ".join(f"%-{w}s" for w in widths[:-1]) + ("  %s" if len(widths) > 1 else "%s")
+    return "\n".join((pattern % tuple(line)).rstrip() for line in lines)
 
 
 def render_key_values(pairs: Sequence[tuple[str, Any]]) -> str:
