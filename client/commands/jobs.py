@@ -23,6 +23,7 @@ from client.output import (
     format_time,
     job_elapsed,
     now_utc,
+    parse_time,
     render_key_values,
     render_table,
     state_code,
@@ -211,6 +212,21 @@ def _queue_priority(items: list[dict[str, Any]], job_id: str) -> dict[str, Any] 
     return None
 
 
+def eta_text(state: Any, eta: Any) -> str:
+    """The ETA line's value. The ETA comes from the last plan; one that has already passed
+    (a compiling job's is the plan's own time: it may start once compiled) is said so, not
+    shown as "(0:00 ago)"."""
+    moment = parse_time(eta) if eta else None
+    if moment is None:
+        return "unknown"
+    now = now_utc()
+    if moment > now:
+        return format_time(eta, now)
+    if state == "compiling":
+        return "as soon as its compile ends (a region is free for it)"
+    return "any moment (the last plan's estimate has passed; the next cycle places it)"
+
+
 def explanation_text(job_id: str, why: dict[str, Any]) -> str:
     """The explain view for people: state, position, ETA, reasons, priority breakdown."""
     state, position, eta = why.get("state"), why.get("position"), why.get("eta")
@@ -219,7 +235,7 @@ def explanation_text(job_id: str, why: dict[str, Any]) -> str:
     else:
         where = f", position {position} in the queue" if position else ""
         lines = [f"Job {job_id} is {state}{where}"]
-        lines.append(f"ETA: {format_time(eta, now_utc()) if eta else 'unknown'}")
+        lines.append(f"ETA: {eta_text(state, eta)}")
     reasons = why.get("reasons") or []
     if reasons:
         lines.append("Reasons:")
