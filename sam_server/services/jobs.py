@@ -264,6 +264,9 @@ def _idempotent_replay(session: Session, principal: Principal, key: str, digest:
 # limit trusts a count a few seconds old instead of counting 100,000 rows on every submit.
 _UNFINISHED: dict[tuple[str, int | None], tuple[int, float]] = {}
 COUNT_TTL_S = 5.0
+# The first key of the per-tenant advisory lock that makes the count and the INSERT one
+# critical section on PostgreSQL.
+QUOTA_LOCK = 2029
 # Arrays whose tasks are still being written (an array's submit commits chunk by chunk): their
 # missing tasks count against the limit for this long after the array's row was written.
 INSERTING_S = 600.0
@@ -283,11 +286,12 @@ def check_queued_quota(
     cached = _UNFINISHED.get(key)
     now = time.monotonic()
     if adding == 1 and cached is not None and now - cached[1] < COUNT_TTL_S:
-        if cached[0] + adding <= limit * 0.9:  # a margin for other processes' submits
+        # far below the limit: a margin for other processes' (and racing threads') submits
+        if cached[0] + adding <= limit - max(1000, limit // 10):
             _UNFINISHED[key] = (cached[0] + adding, cached[1])
             return
     # The count and the INSERT after it must be one critical section per tenant, or concurrent
-    # submits all pass the same count. Postgres: lock the tenant row. SQLite has no row locks
+    # submits all pass the same count. Postgres: a per-tenant advisory lock. SQLite has no row locks
     # and its driver starts a transaction only at the first write, so a count would run outside
     # any transaction: a no-op UPDATE of the tenant opens the transaction and takes SQLite's
     # write lock first (other submits wait on busy_timeout), and the count sees every commit.
@@ -296,7 +300,10 @@ def check_queued_quota(
             update(Tenant).where(Tenant.id == principal.tenant_id).values(share=Tenant.share)
         )
     else:
-        session.execute(select(Tenant.id).where(Tenant.id == principal.tenant_id).with_for_update())
+        # An advisory lock of its own, not the tenant row: the scheduler's cycle updates every
+        # tenant row (fair-share usage) and holds it for the whole cycle, seconds with 100,000
+        # queued tasks, and a submit must not wait for that.
+        session.execute(select(func.pg_advisory_xact_lock(QUOTA_LOCK, principal.tenant_id or 0)))
     active = unfinished_jobs(session, principal.tenant_id)
     _UNFINISHED[key] = (active + adding, now)
     if active + adding > limit:
