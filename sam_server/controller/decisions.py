@@ -46,9 +46,22 @@ def apply_plan(
     are rewritten); the jobs a decision changes are loaded here."""
     sent = 0
     deadline = utcnow() + timedelta(seconds=dispatch_timeout_s)
+    # One compile per compile hash: a job identical to one compiling (or chosen before it)
+    # waits queued and takes that artifact (`reuse`) when it is done, in the same cycle as the
+    # first becomes pending, so the two are then placed in queue order. Compiled side by side,
+    # the later one could finish first and start ahead (and take the tenant's quota).
+    compiling = {
+        j.compile_hash
+        for j in jobs.values()
+        if j.state == JobState.COMPILING.value and j.compile_hash
+    }
     for job_id in plan.compiles:
         job = session.get(Job, str(job_id))
         if job is not None and job.state == JobState.QUEUED.value:
+            if job.compile_hash and job.compile_hash in compiling:
+                continue
+            if job.compile_hash:
+                compiling.add(job.compile_hash)
             send_to_compile(session, job, deadline=deadline)
             sent += 1
     for start in plan.starts:

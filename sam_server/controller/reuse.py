@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sam_server.db.models import Job
+from sam_server.db.types import utcnow
 from sam_server.services.lifecycle import reuse_artifacts
 from sam_server.states import JobState
 
@@ -62,8 +63,9 @@ def reuse_compiled(session: Session, jobs: list[Any], *, limit: int = 2000) -> i
     for digest, group in groups.items():
         key, summary = known[digest]
         done = set(reuse_artifacts(session, [j.id for j in group], artifact=key, summary=summary))
+        now = utcnow()
         for job in group:
-            if job.id in done:
-                job.state, job.reason = JobState.PENDING.value, "Resources"
+            if job.id in done:  # as the database now has it (eligible: from now, as written)
+                job.state, job.reason, job.eligible_at = JobState.PENDING.value, "Resources", now
         reused += len(done)
     return reused
