@@ -112,7 +112,8 @@ def test_array_of_100_with_limit_10_never_runs_more_than_10_and_compiles_once(
     array = _submit(api, alice, name="sweep-${SAM_ARRAY_TASK_ID}", model=sweep, array="0-99%10")
     array_id = array["id"]
     assert array["array"] == {"indices": "0-99%10", "tasks": 100, "max_running": 10}
-    page = api.get("/api/v1/jobs", params={"limit": 500}, headers=alice).json()["items"]
+    listed = api.get("/api/v1/jobs", params={"limit": 500, "arrays": "expand"}, headers=alice)
+    page = listed.json()["items"]
     assert sorted(j["array_task_id"] for j in page) == list(range(100))
     assert {j["name"] for j in page} == {f"sweep-{i}" for i in range(100)}
     most = 0
