@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 TYPE_CHECKING = False  # typing's import is spared on a short command's path (client.fastqueue)
@@ -26,6 +27,20 @@ STATE_CODES = {
 REASON_WIDTH = 32
 STATE_LEGEND = ", ".join(f"{code}={state}" for state, code in STATE_CODES.items())
 
+# Characters a tenant may put in a job name that would lie on a terminal: C0/C1 controls (NUL,
+# escape sequences, line breaks that forge rows) and the bidirectional overrides and isolates
+# (U+202E turns `exe.txt` into `txt.exe`). Tables and key/value views show them escaped.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def printable(text: str) -> str:
+    """`text` with every unsafe character shown as its escape (`\\u202e`, `\\x00`, `\\n`)."""
+    return _UNSAFE.sub(_escape_char, text)
+
 
 def dump_data(data: Any, fmt: str) -> str:
     """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`)."""
@@ -45,6 +60,9 @@ def render_table(
     """Left-aligned columns separated by two spaces (kubectl style); None renders as `-`."""
     # a non-empty str is its own cell: the common case of 10,000-row listings, kept cheap
     cells = [[v if type(v) is str and v else _cell(v) for v in row] for row in rows]
+    # one scan of all cells at once; only a listing that holds an unsafe character pays more
+    if _UNSAFE.search("".join(map("".join, cells))):
+        cells = [[printable(v) for v in row] for row in cells]
     lines = cells if no_headers else [list(headers), *cells]
     if not lines:
         return ""
@@ -57,7 +75,7 @@ def render_table(
 def render_key_values(pairs: Sequence[tuple[str, Any]]) -> str:
     """A `Key: value` view with aligned values (like `scontrol show job`)."""
     width = max((len(key) for key, _ in pairs), default=0)
-    return "\n".join(f"{key + ':':<{width + 1}} {_cell(value)}" for key, value in pairs)
+    return "\n".join(f"{key + ':':<{width + 1}} {printable(_cell(value))}" for key, value in pairs)
 
 
 def _cell(value: Any) -> str:

@@ -204,7 +204,7 @@ class FakeSam:
                 json={
                     "state": job["state"],
                     "position": 2,
-                    "eta": "2026-01-01T01:00:00Z",
+                    "eta": "2099-01-01T01:00:00Z",
                     "reasons": [
                         {"code": "Resources", "message": "no wafer has a free 64x64 region"},
                         {"code": "QuotaPEs", "message": "tenant acme holds 4096 of 4096 PEs"},

@@ -164,7 +164,7 @@ def test_explain_lists_every_reason_position_eta_and_priority(run_sam, fake: Fak
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "Job 1 is pending, position 2 in the queue" in out
-    assert "ETA: 2026-01-01 01:00:00 UTC" in out
+    assert "ETA: 2099-01-01 01:00:00 UTC" in out
     assert "Resources: no wafer has a free 64x64 region" in out and "QuotaPEs:" in out
     assert "Priority: 1.5" in out and "age" in out
     raw = json.loads(run_sam("explain", "1", "-o", "json").stdout)

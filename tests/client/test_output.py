@@ -7,7 +7,14 @@ from datetime import UTC, datetime
 import pytest
 
 from client.occupancy import occupancy_grid, render_wafer_map
-from client.output import format_duration, format_region, job_elapsed, render_table, state_code
+from client.output import (
+    format_duration,
+    format_region,
+    job_elapsed,
+    render_key_values,
+    render_table,
+    state_code,
+)
 
 
 @pytest.mark.parametrize(
@@ -76,3 +83,22 @@ def test_every_allocation_stays_visible_even_when_tiny() -> None:
 def test_small_wafer_map_keeps_the_two_to_one_aspect() -> None:
     wafer = {"rows": 4, "cols": 8, "allocations": [{"row": 2, "col": 4, "rows": 2, "cols": 4}]}
     assert occupancy_grid(wafer) == ["........", "....AAAA"]  # one char = 2 rows x 1 col of PEs
+
+
+def test_a_name_that_would_lie_on_a_terminal_is_shown_escaped() -> None:
+    # a right-to-left override makes "gpj.exe" read as "exe.jpg"; NUL and a forged line break
+    # would hide text or invent a row of the listing
+    rows = [
+        ["j1", "a\u202egpj.exe", "R"],
+        ["j2", "x\x00y\nj3  fake  CD", "Q"],
+        ["j4", "plain", "Q"],
+    ]
+    table = render_table(["ID", "NAME", "ST"], rows)
+    lines = table.splitlines()
+    assert len(lines) == 4  # the header and three rows: no forged row
+    assert "a\\u202egpj.exe" in lines[1]
+    assert "x\\x00y\\nj3  fake  CD" in lines[2]
+    assert lines[3].split() == ["j4", "plain", "Q"]
+    assert not any(ch in table for ch in "\u202e\x00")
+    view = render_key_values([("Name", "evil\u202etxt.exe"), ("State", "running")])
+    assert view.splitlines() == ["Name:  evil\\u202etxt.exe", "State: running"]
