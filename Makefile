@@ -29,12 +29,15 @@ $(BIN)/.zoo: $(BIN)/.installed
 zoo: $(BIN)/.zoo
 
 demo: install
+	scripts/system-deps
 	$(BIN)/sam demo
 
 up: install
+	scripts/system-deps
 	$(BIN)/sam up
 
 test: zoo lint
+	scripts/system-deps --test
 	$(BIN)/python -m pytest
 
 lint: install
