@@ -1,10 +1,13 @@
 """Time one full planning cycle: 10,000 pending and 1,000 running jobs on 16 WSE-2 wafers.
 
 Usage: python benchmarks/policy_cycle.py [--pending N] [--running N] [--wafers N] [--seed S]
+                                         [--profile NAME] [--dump-plans FILE]
 Pending jobs are flexible (each accepts up to 6 shapes of its PEs; --rigid: only its own).
 Prints the timing, then one JSON line {"pending", "running", "wafers", "cycle_s", ...}.
 cycle_s is the best of --repeat cold cycles (no cached free space: every wafer's allocations are
 new to the policy); the running jobs fill about 90% of the wafers, as in a busy cluster.
+`--dump-plans FILE` writes the plan, one decision or explanation a line, so that a change to
+the policy's code can be shown to give the same plan line for line (`diff`).
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import argparse
 import json
 import random
 import time
+from dataclasses import replace
 
 from sam_server.scheduling import (
     Allocation,
+    Plan,
     PolicyConfig,
     PolicyJob,
     PolicyQuota,
@@ -25,6 +30,7 @@ from sam_server.scheduling import (
     plan,
 )
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached
+from sam_server.scheduling.model import easy_config, fcfs_config
 from sam_server.scheduling.placement import choose_placement
 from sam_server.scheduling.shapes import flexible_shapes
 from wse_sim.arch import WSE2
@@ -125,6 +131,22 @@ def build_snapshot(
     return Snapshot(wafer_list, tenants, jobs, compile_slots_free=4, config=PolicyConfig())
 
 
+PROFILES = {"default": PolicyConfig, "easy": easy_config, "fcfs": fcfs_config}
+
+
+def plan_lines(result: Plan) -> list[str]:
+    """Every decision and explanation of `result`, one a line, in a fixed order."""
+    lines = [f"compile {j!r}" for j in result.compiles]
+    lines += [f"start {s!r}" for s in result.starts]
+    lines += [f"preempt {p!r}" for p in result.preemptions]
+    lines += [f"reservation {r!r}" for r in result.reservations]
+    lines.append(f"top reservation {result.reservation!r}")
+    lines += [f"metrics {m!r}" for m in result.wafer_metrics.values()]
+    lines += [f"order {j!r}" for j in result.order]
+    lines += [f"waiting {j!r} {e!r}" for j, e in result.waiting.items()]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pending", type=int, default=10_000)
@@ -135,8 +157,11 @@ def main() -> None:
     parser.add_argument(
         "--rigid", action="store_true", help="pending jobs accept only their asked shape"
     )
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    parser.add_argument("--dump-plans", metavar="FILE", help="write the plan here, line by line")
     args = parser.parse_args()
     snap = build_snapshot(args.pending, args.running, args.wafers, args.seed, not args.rigid)
+    snap = replace(snap, config=PROFILES[args.profile]())
     cold = cpu = float("inf")
     for _ in range(args.repeat):  # the machine is shared: keep the best of a few cold cycles
         _mers_cached.cache_clear()
@@ -147,6 +172,9 @@ def main() -> None:
     t0 = time.perf_counter()
     plan(snap, 1.0e6)
     warm = time.perf_counter() - t0
+    if args.dump_plans:
+        with open(args.dump_plans, "w", encoding="utf-8") as out:
+            out.writelines(line + "\n" for line in plan_lines(result))
     frag = sum(m.fragmentation for m in result.wafer_metrics.values()) / len(result.wafer_metrics)
     print(
         f"one cycle: {cold:.3f} s cold ({cpu:.3f} s CPU), {warm:.3f} s with cached free space; "
