@@ -6,6 +6,7 @@ A config file holds the seed's flat keys (or the spec's own section names):
     fp16_enabled: true             # -> compile_options
     num_epochs: 3                  # -> run_options
     prefetch_depth: 4              # -> data_loading
+    batch_size: 32                 # -> data (also `Runner.batch_size`, docs/runner.md)
 
 `sam submit job.yaml --config cerebras_config.yaml` merges it, and so does a `cerebras_config:`
 key in job.yaml (a file name relative to job.yaml, or the keys inline). A key set in two places
@@ -35,6 +36,7 @@ SECTION_OF: dict[str, str] = {
     "stop_on_nan": "run_options",
     "prefetch_depth": "data_loading",
     "use_parallel_loader": "data_loading",
+    "batch_size": "data",
 }
 SECTIONS = ("compile_options", "run_options", "data_loading")
 _DEVICES = {"wse2": "WSE-2", "cs2": "WSE-2", "wse3": "WSE-3", "cs3": "WSE-3"}

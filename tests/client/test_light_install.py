@@ -43,6 +43,13 @@ def test_light_client_installs_alone_and_submits(live_server, people, tmp_path):
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     assert probe.stdout.strip() == "[]"
+    # `from sam import Runner` (docs/runner.md) comes with it and imports no torch.
+    runner = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import sys; from sam import Runner; "
+         "print(Runner.__name__, sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert runner.stdout.split() == ["Runner", "[]"]
 
     folder = tmp_path / "job"
     folder.mkdir()

@@ -1,0 +1,191 @@
+"""`Runner`: the seed's programming model (docs/runner.md).
+
+A train.py builds its model, optimizer and criterion, writes its own
+`train_step(model, inputs, labels, criterion, optimizer)` and hands them to a Runner:
+
+    runner = Runner(model=model, loss_fn=criterion, optimizer=optimizer,
+                    config_path="./configs/cerebras_config.yaml")
+    result = runner.train(train_data_fn=lambda: DataLoader(dataset, batch_size=runner.batch_size),
+                          num_epochs=3, train_step_fn=train_step)
+
+Where `train()` runs depends on where the script runs:
+- on a login node (the default), it submits the script's folder as a SAM job whose entry is the
+  script (`client.sam.remote`), follows it, and returns its losses and trained weights;
+- with `local=True` or SAM_RUNNER=local, it trains in eager PyTorch right here
+  (`client.sam.local`): the reference the wafer's losses are compared with;
+- inside SAM's sandboxes, the compile and data sandboxes install a backend (`_install_backend`)
+  that captures the step or feeds the batches instead.
+
+Importing this module imports neither torch nor the rest of the client: inside a sandbox only
+this package is on the path, and on a login node the script itself imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+MODES = ("local", "remote")
+DEFAULT_BATCH_SIZE = 32
+
+
+class RunnerError(Exception):
+    """A Runner was used wrongly (the message says how to fix it)."""
+
+
+@dataclass
+class RunResult:
+    """What `Runner.train` returns: each step's loss, each epoch's mean loss and accuracy, and the
+    trained weights (a state_dict of CPU tensors, loadable with `model.load_state_dict`)."""
+
+    losses: list[float] = field(default_factory=list)
+    epoch_losses: list[float] = field(default_factory=list)
+    epoch_accuracies: list[float | None] = field(default_factory=list)
+    weights: dict[str, Any] = field(default_factory=dict)
+    job_id: str | None = None
+    state: str = "succeeded"
+
+    @property
+    def final_loss(self) -> float | None:
+        return self.losses[-1] if self.losses else None
+
+
+class Backend(Protocol):
+    """What a SAM sandbox installs to take over `Runner.train` (capture the step, feed batches)."""
+
+    batch_size: int
+
+    def train(
+        self,
+        runner: Runner,
+        train_data_fn: Any,
+        num_epochs: int,
+        train_step_fn: Any,
+        steps_per_epoch: int | None,
+    ) -> Any: ...
+
+
+_backend: Backend | None = None
+
+
+def _install_backend(backend: Backend | None) -> None:
+    """Used by SAM's sandboxes only: route every `Runner.train` in this process to `backend`."""
+    global _backend
+    _backend = backend
+
+
+class Runner:
+    """Compiles and runs a train_step on SAM's wafers, or in eager PyTorch with `local=True`."""
+
+    def __init__(
+        self,
+        model: Any,
+        loss_fn: Any,
+        optimizer: Any,
+        config_path: str | os.PathLike[str] | None = None,
+        *,
+        scheduler: Any = None,
+        local: bool = False,
+        wait: bool | None = None,
+    ) -> None:
+        if model is None or not callable(model) or not hasattr(model, "state_dict"):
+            raise RunnerError("Runner(model=...) takes the torch.nn.Module to train")
+        if optimizer is None or not hasattr(optimizer, "step"):
+            raise RunnerError("Runner(optimizer=...) takes a torch.optim optimizer of the model")
+        if loss_fn is None or not callable(loss_fn):
+            raise RunnerError("Runner(loss_fn=...) takes the criterion the train_step uses")
+        self.model = model
+        self.loss_fn = loss_fn
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.config_path = Path(config_path) if config_path is not None else None
+        self.config: dict[str, Any] = read_runner_config(self.config_path)
+        self.local = local
+        self.wait = wait
+
+    @property
+    def mode(self) -> str:
+        """'sandbox' inside SAM, else 'local' or 'remote' (`local=True` or SAM_RUNNER=local)."""
+        if _backend is not None:
+            return "sandbox"
+        wanted = os.environ.get("SAM_RUNNER", "").strip().lower()
+        if wanted and wanted not in MODES:
+            raise RunnerError(f"SAM_RUNNER={wanted!r}: use 'local' (eager here) or 'remote'")
+        return "local" if self.local or wanted == "local" else "remote"
+
+    @property
+    def batch_size(self) -> int:
+        """The batch size the job is compiled for: `batch_size` in the config file, else 32."""
+        if _backend is not None:
+            return int(_backend.batch_size)
+        return int(self.config.get("batch_size") or DEFAULT_BATCH_SIZE)
+
+    def train(
+        self,
+        train_data_fn: Any,
+        num_epochs: int = 1,
+        train_step_fn: Any = None,
+        steps_per_epoch: int | None = None,
+    ) -> Any:
+        """Run `train_step_fn(model, inputs, labels, loss_fn, optimizer)` over every batch of
+        `train_data_fn()` (a fresh iterable each epoch; its first `steps_per_epoch` batches when
+        given) for `num_epochs` epochs; returns a RunResult."""
+        if not callable(train_data_fn):
+            raise RunnerError(
+                "train(train_data_fn=...) takes a function returning the batches, e.g. "
+                "lambda: DataLoader(dataset, batch_size=runner.batch_size)"
+            )
+        if not callable(train_step_fn):
+            raise RunnerError(
+                "train(train_step_fn=...) takes your step: "
+                "train_step(model, inputs, labels, criterion, optimizer) -> loss"
+            )
+        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
+            raise RunnerError(f"num_epochs must be a positive integer, not {num_epochs!r}")
+        if steps_per_epoch is not None and (
+            isinstance(steps_per_epoch, bool)
+            or not isinstance(steps_per_epoch, int)
+            or steps_per_epoch < 1
+        ):
+            raise RunnerError(
+                f"steps_per_epoch must be a positive integer, not {steps_per_epoch!r}"
+            )
+        mode = self.mode
+        if mode == "sandbox":
+            assert _backend is not None
+            return _backend.train(self, train_data_fn, num_epochs, train_step_fn, steps_per_epoch)
+        if mode == "local":
+            from .local import train_locally
+
+            return train_locally(self, train_data_fn, num_epochs, train_step_fn, steps_per_epoch)
+        from .remote import train_remotely
+
+        return train_remotely(self, train_data_fn, num_epochs, train_step_fn, steps_per_epoch)
+
+
+def read_runner_config(path: Path | None) -> dict[str, Any]:
+    """The config file's keys (the seed's cerebras_config.yaml: flat keys such as batch_size,
+    num_epochs, target_device), checked as `sam submit --config` checks them; {} without one."""
+    if path is None or _backend is not None:
+        return {}  # inside SAM the job's spec already holds the config
+    from client.cerebras_config import config_sections
+    from client.errors import JobSpecError
+    from client.jobspec import read_yaml_file
+
+    try:
+        config = read_yaml_file(path, "config file")
+        config_sections(config, str(path))  # unknown keys and clashes are errors
+    except JobSpecError as exc:
+        raise RunnerError(str(exc)) from None
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(value)
+        else:
+            flat[key] = value
+    size = flat.get("batch_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise RunnerError(f"{path}: batch_size must be a positive integer, not {size!r}")
+    return flat

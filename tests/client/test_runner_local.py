@@ -1,0 +1,158 @@
+"""`from sam import Runner` (docs/runner.md): torch-free to import, the config's batch_size, and
+`local=True` / SAM_RUNNER=local training in eager PyTorch with the seed's console."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from sam import Runner, RunnerError, RunResult
+
+
+class Pairs(Dataset):  # type: ignore[type-arg]
+    def __init__(self, rows: int = 48) -> None:
+        g = torch.Generator().manual_seed(3)
+        self.x = torch.randn(rows, 6, generator=g)
+        self.y = (self.x[:, 0] > 0).long() + (self.x[:, 1] > 0).long()
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i], self.y[i]
+
+
+def two_losses_step(model, inputs, labels, criterion, optimizer):  # type: ignore[no-untyped-def]
+    optimizer.zero_grad()
+    out = model(inputs)
+    loss = 0.7 * criterion(out, labels) + 0.3 * out.pow(2).mean()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss
+
+
+def _parts(seed: int = 0):  # type: ignore[no-untyped-def]
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    return model, nn.CrossEntropyLoss(), optimizer, scheduler
+
+
+def _config(tmp_path: Path, text: str = "batch_size: 12\ntarget_device: wse2\n") -> Path:
+    path = tmp_path / "cerebras_config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_importing_sam_loads_no_torch() -> None:
+    code = "import sys, sam; print(sam.Runner.__name__, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["Runner", "False"]
+
+
+def test_batch_size_comes_from_the_config_and_bad_configs_are_refused(tmp_path: Path) -> None:
+    model, criterion, optimizer, _ = _parts()
+    runner = Runner(
+        model=model, loss_fn=criterion, optimizer=optimizer, config_path=_config(tmp_path)
+    )
+    assert runner.batch_size == 12
+    assert Runner(model=model, loss_fn=criterion, optimizer=optimizer).batch_size == 32
+    bad = _config(tmp_path, "batch_sise: 12\n")
+    with pytest.raises(RunnerError, match="unknown key 'batch_sise'"):
+        Runner(model=model, loss_fn=criterion, optimizer=optimizer, config_path=bad)
+    with pytest.raises(RunnerError, match="batch_size must be a positive integer"):
+        Runner(
+            model=model,
+            loss_fn=criterion,
+            optimizer=optimizer,
+            config_path=_config(tmp_path, "batch_size: 0\n"),
+        )
+    with pytest.raises(RunnerError, match="no such config file"):
+        Runner(model=model, loss_fn=criterion, optimizer=optimizer, config_path=tmp_path / "x")
+
+
+def test_local_training_is_the_eager_loop_with_the_seed_console(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = Pairs()
+    model, criterion, optimizer, scheduler = _parts()
+    runner = Runner(
+        model=model,
+        loss_fn=criterion,
+        optimizer=optimizer,
+        config_path=_config(tmp_path),
+        scheduler=scheduler,
+        local=True,
+    )
+    result = runner.train(
+        train_data_fn=lambda: DataLoader(data, batch_size=runner.batch_size),
+        num_epochs=3,
+        train_step_fn=two_losses_step,
+    )
+    assert isinstance(result, RunResult) and len(result.losses) == 3 * 4
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+    assert all("mean loss" in line and "accuracy" in line and "%" in line for line in lines)
+
+    # The same training written out by hand: the same losses, weights and learning rate.
+    ref_model, ref_criterion, ref_optimizer, ref_scheduler = _parts()
+    expected = []
+    for _ in range(3):
+        for x, y in DataLoader(data, batch_size=12):
+            expected.append(
+                float(two_losses_step(ref_model, x, y, ref_criterion, ref_optimizer).detach())
+            )
+        ref_scheduler.step()
+    assert result.losses == pytest.approx(expected, rel=1e-6)
+    assert result.epoch_losses == pytest.approx(
+        [sum(expected[i : i + 4]) / 4 for i in (0, 4, 8)], rel=1e-6
+    )
+    for name, tensor in ref_model.state_dict().items():
+        torch.testing.assert_close(result.weights[name], tensor)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.01 * 0.5**3)
+    accuracy = result.epoch_accuracies[-1]
+    assert accuracy is not None and 0.0 <= accuracy <= 1.0
+
+
+def test_sam_runner_local_and_steps_per_epoch(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SAM_RUNNER", "local")
+    model, criterion, optimizer, _ = _parts()
+    runner = Runner(model=model, loss_fn=criterion, optimizer=optimizer)
+    assert runner.mode == "local"
+    result = runner.train(
+        train_data_fn=lambda: DataLoader(Pairs(), batch_size=8),
+        num_epochs=2,
+        train_step_fn=two_losses_step,
+        steps_per_epoch=2,
+    )
+    assert len(result.losses) == 4 and len(capsys.readouterr().out.splitlines()) == 2
+    monkeypatch.setenv("SAM_RUNNER", "wafer")
+    with pytest.raises(RunnerError, match="SAM_RUNNER='wafer'"):
+        runner.train(train_data_fn=lambda: [], num_epochs=1, train_step_fn=two_losses_step)
+
+
+def test_bad_arguments_say_what_to_pass() -> None:
+    model, criterion, optimizer, _ = _parts()
+    with pytest.raises(RunnerError, match="torch.nn.Module"):
+        Runner(model=None, loss_fn=criterion, optimizer=optimizer)
+    runner = Runner(model=model, loss_fn=criterion, optimizer=optimizer, local=True)
+    with pytest.raises(RunnerError, match="train_step_fn"):
+        runner.train(train_data_fn=lambda: [], num_epochs=1)
+    with pytest.raises(RunnerError, match="num_epochs must be a positive integer"):
+        runner.train(train_data_fn=lambda: [], num_epochs=0, train_step_fn=two_losses_step)
+    with pytest.raises(RunnerError, match=r"pair \(inputs, labels\)"):
+        runner.train(
+            train_data_fn=lambda: [torch.zeros(2, 6)], num_epochs=1, train_step_fn=two_losses_step
+        )
+    with pytest.raises(RunnerError, match="gave no batch in epoch 1"):
+        runner.train(train_data_fn=lambda: [], num_epochs=1, train_step_fn=two_losses_step)
