@@ -1,0 +1,151 @@
+"""The optimizer's state and learning rates, computed eagerly before a step is captured.
+
+`initial_optimizer_state` materializes a torch.optim optimizer's per-parameter state (the values
+before its first update) so the captured graph takes them as inputs; `lr_tables` steps an
+lr_scheduler eagerly to tabulate each param group's learning rate per step or per epoch, which
+the graph indexes by its step input. Both leave the user's objects as they were.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from compiler.errors import ModelError
+
+
+def initial_optimizer_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer
+) -> dict[str, list[tuple[str, torch.Tensor]]]:
+    """The optimizer's per-parameter state tensors before the first update, by parameter name.
+
+    A deep copy of (model, optimizer) takes one update with zero gradients: the state it ends
+    with names the keys; the values are those `_init_group` set up before the update (Adam's
+    zeros and step 0, NAdam's mu_product 1), or zeros for state the update creates itself
+    (SGD's momentum_buffer). A copy whose optimizer already has state starts from that state.
+    """
+    model_copy, opt_copy = copy.deepcopy((model, optimizer))
+    names = {id(p): n for n, p in model_copy.named_parameters()}
+    if any(opt_copy.state.get(p) for g in opt_copy.param_groups for p in g["params"]):
+        before = {
+            id(p): dict(opt_copy.state[p]) for g in opt_copy.param_groups for p in g["params"]
+        }
+        snapshot: dict[int, dict[str, Any]] = {k: _cloned(v) for k, v in before.items()}
+    else:
+        snapshot = {}
+        original = getattr(opt_copy, "_init_group", None)
+        if original is not None:
+
+            def init_group(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                for group in opt_copy.param_groups:
+                    for p in group["params"]:
+                        if id(p) not in snapshot and opt_copy.state.get(p):
+                            snapshot[id(p)] = _cloned(opt_copy.state[p])
+                return result
+
+            setattr(opt_copy, "_init_group", init_group)  # noqa: B010 (an instance override)
+    for group in opt_copy.param_groups:
+        plain_group(group)
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opt_copy.step()
+    except Exception as exc:
+        raise ModelError(
+            f"{type(optimizer).__name__}.step() failed when run once to set up its state "
+            f"({type(exc).__name__}: {exc}); a compiled step needs an optimizer whose step() "
+            "takes no closure"
+        ) from exc
+    state: dict[str, list[tuple[str, torch.Tensor]]] = {}
+    for group in opt_copy.param_groups:
+        for p in group["params"]:
+            entries = opt_copy.state.get(p) or {}
+            initial = snapshot.get(id(p), {})
+            out = []
+            for key in sorted(entries):
+                value = entries[key]
+                if not isinstance(value, torch.Tensor):
+                    raise ModelError(
+                        f"{type(optimizer).__name__} keeps its state {key!r} as a Python "
+                        f"{type(value).__name__}; a compiled step needs optimizer state in tensors"
+                    )
+                start = initial.get(key)
+                start = start if isinstance(start, torch.Tensor) else torch.zeros_like(value)
+                out.append((key, start.detach().clone()))
+            if id(p) in names:
+                state[names[id(p)]] = out
+    return state
+
+
+def _cloned(entries: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in entries.items()}
+
+
+def plain_group(group: dict[str, Any]) -> None:
+    """The single-tensor implementation (what tracing records op by op, on any device)."""
+    for key in ("foreach", "fused"):
+        if key in group:
+            group[key] = False if key == "foreach" else None
+
+
+def scheduler_period(
+    scheduler: Any, per: str | None, steps_per_epoch: int | None, total_steps: int | None
+) -> str | None:
+    """'step', 'epoch', 'auto' (decided by whether the step calls scheduler.step()) or None."""
+    if scheduler is None:
+        return None
+    if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        raise ModelError(
+            "ReduceLROnPlateau sets the learning rate from the loss value, which the wafer "
+            "computes; use a schedule of the step count (StepLR, CosineAnnealingLR, LambdaLR...)"
+        )
+    if per not in (None, "step", "epoch"):
+        raise ValueError(f"scheduler_per must be 'step', 'epoch' or None, not {per!r}")
+    if not total_steps or total_steps < 1:
+        raise ValueError("a scheduler needs total_steps (how many steps the job runs)")
+    if per == "epoch" and not steps_per_epoch:
+        raise ValueError("scheduler_per='epoch' needs steps_per_epoch")
+    return per or "auto"
+
+
+def lr_tables(
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    per: str | None,
+    steps_per_epoch: int | None,
+    total_steps: int | None,
+) -> list[torch.Tensor] | None:
+    """Each param group's learning rate of update 0, 1, ... (per step or per epoch) as a float64
+    table, computed by stepping the scheduler eagerly; the scheduler and the optimizer's learning
+    rates are restored afterwards."""
+    if scheduler is None or per is None:
+        return None
+    count = int(total_steps or 1)
+    if per == "epoch":
+        count = math.ceil(count / int(steps_per_epoch or 1))
+    saved_sched = copy.deepcopy(scheduler.state_dict())
+    saved_groups = [
+        {k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in optimizer.param_groups
+    ]
+    rows: list[list[float]] = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(count):
+                rows.append([float(g["lr"]) for g in optimizer.param_groups])
+                scheduler.step()
+    finally:
+        scheduler.load_state_dict(saved_sched)
+        for group, saved in zip(optimizer.param_groups, saved_groups, strict=True):
+            group.update(saved)
+    table = torch.tensor(rows, dtype=torch.float64)
+    return [table[:, i].clone() for i in range(table.shape[1])]

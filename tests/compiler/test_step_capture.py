@@ -1,0 +1,296 @@
+"""`capture_train_step`: a user's own train_step (the seed's Runner model) captured as one graph
+and run on the wafer runtime matches eager PyTorch; what cannot be compiled is refused naming the
+user's line."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import wse_sim.runtime as rt
+from compiler.arch import get_arch_info
+from compiler.artifact import load_artifact, write_artifact
+from compiler.artifact_check import check_artifact, check_files
+from compiler.errors import ModelError
+from compiler.frontend import TracedStep
+from compiler.manifest import build_manifest, build_summary
+from compiler.planner import compile_options, plan_compile
+from compiler.step_capture import DataDependentStep, capture_train_step
+from tests.compiler.conftest import make_spec
+from tests.compiler.wafer_runner import wafer_steps
+from wse_sim import Wafer
+
+STEPS = 5
+BATCH = 6
+
+TRAIN_PY = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, norm=False):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.norm = nn.BatchNorm1d(16) if norm else nn.Identity()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.norm(torch.tanh(self.fc1(x))))
+
+
+def plain_step(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def make_weighted_step(scheduler):
+    def train_step(model, inputs, labels, criterion, optimizer):
+        optimizer.zero_grad()
+        outputs = model(inputs)
+        soft = F.mse_loss(outputs.softmax(-1), F.one_hot(labels, 4).float())
+        loss = 0.7 * criterion(outputs, labels) + 0.3 * soft
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.05)
+        optimizer.step()
+        scheduler.step()
+        return loss
+
+    return train_step
+
+
+def clipped_by_value(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), labels)
+    loss.backward()
+    torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
+    optimizer.step()
+    return loss, None
+
+
+def with_item(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), labels)
+    print("loss", loss.item())
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def with_branch(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), labels)
+    if loss > 1.0:
+        loss = loss / 2
+    loss.backward()
+    optimizer.step()
+    return loss
+"""
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The user's train.py, imported from its own file (so errors can name its lines)."""
+    path = tmp_path_factory.mktemp("project") / "train.py"
+    path.write_text(TRAIN_PY)
+    spec = importlib.util.spec_from_file_location("sam_capture_train", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sam_capture_train"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _line_of(text: str) -> int:
+    return next(i for i, line in enumerate(TRAIN_PY.splitlines(), 1) if text in line)
+
+
+def _batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(1)
+    return [
+        (torch.randn(BATCH, 8, generator=gen), torch.randint(0, 4, (BATCH,), generator=gen))
+        for _ in range(STEPS)
+    ]
+
+
+def _setup(user: ModuleType, make_opt: Any, norm: bool, sched: Any = None) -> tuple[Any, ...]:
+    torch.manual_seed(0)
+    model = user.Net(norm=norm)
+    optimizer = make_opt(model.parameters())
+    scheduler = sched(optimizer) if sched else None
+    return model, optimizer, scheduler
+
+
+def compiled_steps(
+    traced: TracedStep, batches: list[tuple[np.ndarray, np.ndarray]], out: Path
+) -> tuple[list[float], dict[str, np.ndarray]]:
+    """What compile_job does after its trace (plan with placement, manifest, artifact), what a
+    wafer worker checks before it runs an artifact, then the steps on a simulated wafer."""
+    region, arch = (8, 8), get_arch_info("wse2")
+    spec = make_spec("mlp", data={"batch_size": BATCH})
+    graph, tensors = traced.graph, traced.tensors
+    plan = plan_compile(graph, compile_options(spec), arch, region)
+    summary = build_summary(plan, graph, arch, region, "captured", 0.0, {})
+    kernel_of = {n: p.kernel.id for p in plan.kernels for n in p.kernel.nodes}
+    for node in graph["nodes"]:
+        node["kernel"] = kernel_of.get(node["name"])
+    manifest = build_manifest(spec, plan, graph, arch, region, "captured", summary)
+    artifact = load_artifact(write_artifact(out / "artifact", manifest, graph, tensors))
+    check_files(artifact.path, 1 << 30)
+    check_artifact(artifact, rows=region[0], cols=region[1], arch="wse2", max_host_bytes=1 << 30)
+    job = rt.load(artifact, Wafer("wse2", rows=8, cols=8), (0, 0, *region), "captured")
+    try:
+        return [float(job.step(x, y).loss) for x, y in batches], job.state_dict()
+    finally:
+        job.release()
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[tuple[int, str], torch.Tensor]:
+    return {
+        (i, key): value.clone()
+        for i, state in enumerate(optimizer.state.values())
+        for key, value in state.items()
+    }
+
+
+def _compare(
+    user: ModuleType,
+    make_opt: Any,
+    step_of: Any,
+    *,
+    norm: bool = False,
+    sched: Any = None,
+    artifact_dir: Path | None = None,
+    **capture: Any,
+) -> dict[str, np.ndarray]:
+    """Capture on one copy, run eagerly on another: the wafer's losses and final weights match."""
+    batches = _batches()
+    model, optimizer, scheduler = _setup(user, make_opt, norm, sched)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    opt_before = _optimizer_tensors(optimizer)
+    traced = capture_train_step(
+        model,
+        optimizer,
+        step_of(scheduler),
+        torch.nn.CrossEntropyLoss(),
+        *batches[0],
+        scheduler=scheduler,
+        total_steps=STEPS if scheduler else None,
+        **capture,
+    )
+    # capture leaves the user's objects as they were
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert _optimizer_tensors(optimizer).keys() == opt_before.keys()
+    assert all(torch.equal(opt_before[k], v) for k, v in _optimizer_tensors(optimizer).items())
+    batches_np = [(x.numpy(), y.numpy()) for x, y in batches]
+    if artifact_dir is not None:
+        losses, state = compiled_steps(traced, batches_np, artifact_dir)
+    else:
+        spec = {"data": {"batch_size": BATCH}, "train": {"seed": 0}}
+        losses, state = wafer_steps(traced, spec, batches_np)
+
+    model, optimizer, scheduler = _setup(user, make_opt, norm, sched)
+    step = step_of(scheduler)
+    eager = []
+    for x, y in batches:
+        result = step(model, x, y, torch.nn.CrossEntropyLoss(), optimizer)
+        loss = result[0] if isinstance(result, tuple) else result
+        eager.append(float(loss.detach()))
+    np.testing.assert_allclose(losses, eager, rtol=1e-3, atol=1e-6)
+    for name, value in model.state_dict().items():
+        np.testing.assert_allclose(state[name], value.numpy(), rtol=1e-3, atol=1e-5, err_msg=name)
+    assert int(state["_steps_done"]) == STEPS
+    return state
+
+
+def test_two_weighted_losses_clip_norm_adam_steplr(user: ModuleType, tmp_path: Path) -> None:
+    """The issue's step: two weighted losses, clip_grad_norm_, Adam and a StepLR stepped inside
+    the step (with batch norm buffers updating too), through the planner, an artifact and the
+    wafer worker's checks."""
+    state = _compare(
+        user,
+        lambda p: torch.optim.Adam(p, lr=0.05),
+        user.make_weighted_step,
+        norm=True,
+        sched=lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
+        artifact_dir=tmp_path,
+    )
+    # Adam's own state tensors travel with names; StepLR's learning rates are a graph constant
+    assert {"fc1.weight.exp_avg", "fc1.weight.exp_avg_sq", "fc1.weight.step"} <= set(state)
+    assert float(state["fc1.weight.step"]) == STEPS
+
+
+def test_sgd_with_momentum(user: ModuleType) -> None:
+    state = _compare(
+        user,
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        lambda _: user.plain_step,
+    )
+    assert "fc2.bias.momentum_buffer" in state
+
+
+def test_adamw_with_clip_grad_value(user: ModuleType) -> None:
+    _compare(user, lambda p: torch.optim.AdamW(p, lr=0.02), lambda _: user.clipped_by_value)
+
+
+@pytest.mark.parametrize(
+    "make_opt",
+    [
+        lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.5),
+        lambda p: torch.optim.Adagrad(p, lr=0.1),
+    ],
+    ids=["rmsprop", "adagrad"],
+)
+def test_other_optimizers(user: ModuleType, make_opt: Any) -> None:
+    _compare(user, make_opt, lambda _: user.plain_step)
+
+
+@pytest.mark.parametrize(
+    ("step", "text", "why"),
+    [
+        ("with_item", "loss.item()", ".item()"),
+        ("with_branch", "if loss > 1.0:", "data-dependent control flow"),
+    ],
+)
+def test_refusals_name_the_line(user: ModuleType, step: str, text: str, why: str) -> None:
+    model, optimizer, _ = _setup(user, lambda p: torch.optim.SGD(p, lr=0.1), False)
+    x, y = _batches()[0]
+    with pytest.raises(DataDependentStep) as caught:
+        capture_train_step(model, optimizer, getattr(user, step), torch.nn.CrossEntropyLoss(), x, y)
+    message = caught.value.message
+    assert f"train.py:{_line_of(text)} in {step}" in message
+    assert text in message and why in message
+    assert caught.value.kind == "model_error"  # the contract's kinds; details name the line
+    assert caught.value.details["line"] == _line_of(text)
+
+
+def test_scheduler_stepped_outside_needs_a_period(user: ModuleType) -> None:
+    model, optimizer, scheduler = _setup(
+        user,
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        False,
+        lambda o: torch.optim.lr_scheduler.StepLR(o, 1),
+    )
+    x, y = _batches()[0]
+    with pytest.raises(ModelError, match="scheduler_per"):
+        capture_train_step(
+            model,
+            optimizer,
+            user.plain_step,
+            torch.nn.CrossEntropyLoss(),
+            x,
+            y,
+            scheduler=scheduler,
+            total_steps=4,
+        )
