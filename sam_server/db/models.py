@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -85,6 +86,22 @@ class Job(Base):
         UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_tenant_idem"),
         Index("ix_jobs_state_created", "state", "created_at"),
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
+        # GET /jobs (services/listing.py): a tenant's page newest first, skipping its arrays'
+        # waiting tasks from the index; the arrays' collapsed rows counted from the index alone.
+        Index("ix_jobs_tenant_seq", "tenant_id", "seq", "id", "state", "array_job_id"),
+        Index(
+            "ix_jobs_tenant_array_tasks",
+            "tenant_id",
+            "array_job_id",
+            "state",
+            "reason",
+            "hold",
+            "seq",
+            "array_task_id",
+            "created_at",
+            sqlite_where=text("array_job_id IS NOT NULL"),
+            postgresql_where=text("array_job_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(24), primary_key=True)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Select, String, and_, case, func, or_, select, type_coerce
@@ -91,14 +93,15 @@ def list_page(session: Session, principal: Principal, want: Listing, view: View)
     plain = _plain_rows(session, principal, want, after, collapse, view, sqlite)
     groups = _groups(session, principal, want, waiting, after) if collapse else []
     # Both lists are newest first; merged, the page is the first `limit` of them.
-    keyed: list[tuple[tuple[int, str], Any]] = [((r.seq, r.id), r) for r in plain]
+    sort_key = _sort_key(view)
+    keyed: list[tuple[tuple[int, str], Any]] = [(sort_key(r), r) for r in plain]
     keyed += [((g.seq, g.array_id), g) for g in groups]
     keyed.sort(key=lambda pair: pair[0], reverse=True)
     page = keyed[: want.limit]
     next_cursor = encode_cursor(*page[-1][0]) if len(keyed) > want.limit else None
     chosen = [g for _, g in page if isinstance(g, _Group)]
     lowest = _lowest_tasks(session, chosen, view, sqlite) if chosen else {}
-    names = _Names(session, [row for _, row in page if not isinstance(row, _Group)])
+    names = _Names(session, view, [row for _, row in page if not isinstance(row, _Group)])
     names.add(session, list(lowest.values()))
     runs = _index_runs(session, chosen, waiting) if chosen else {}
     build = _slim_row if view == "slim" else _full_item
@@ -149,18 +152,38 @@ _REGION_AT = _SLIM_SELECTED.index("wafer_id")
 _TIMES_AT = tuple(SLIM_COLUMNS.index(name) for name in _TIMES)
 
 
-def _columns(view: View, sqlite: bool) -> list[Any]:
-    """The columns a row of `view` is built from. A slim row's times on SQLite are turned into
-    RFC 3339 text by the database from their stored text (`2026-12-05 18:50:31.123456`, UTC):
-    parsing 30,000 of them into datetimes only to write them out again was a third of a
-    10,000-row listing."""
+def _column_names(view: View) -> tuple[str, ...]:
+    """The names of the columns a row of `view` is selected with, in their order."""
     if view == "full":
-        names = [*VIEW_COLUMNS, "tenant_id", "user_id", "seq"]
-        return [getattr(Job, name) for name in dict.fromkeys(names)]
-    cols: list[Any] = [getattr(Job, name) for name in _SLIM_SELECTED]
-    if sqlite:
+        return tuple(dict.fromkeys([*VIEW_COLUMNS, "tenant_id", "user_id", "seq"]))
+    return _SLIM_SELECTED
+
+
+@cache
+def _columns(view: View, sqlite: bool) -> tuple[Any, ...]:
+    """The columns a row of `view` is built from (built once: composing these expressions
+    cost an array's one-line listing more than its queries). A slim row's times on SQLite are
+    turned into RFC 3339 text by the database from their stored text (`2026-12-05
+    18:50:31.123456`, UTC): parsing 30,000 of them into datetimes only to write them out again
+    was a third of a 10,000-row listing."""
+    cols: list[Any] = [getattr(Job, name) for name in _column_names(view)]
+    if sqlite and view == "slim":
         cols = [_iso_sql(c).label(c.key) if c.key in _TIMES else c for c in cols]
-    return cols
+    return tuple(cols)
+
+
+@cache
+def _sort_key(view: View) -> Callable[[Any], tuple[int, str]]:
+    """(seq, id) of a selected row, by position (a Row's attribute lookup costs more)."""
+    names = _column_names(view)
+    return itemgetter(names.index("seq"), names.index("id"))
+
+
+@cache
+def _id_getters(view: View) -> tuple[Callable[[Any], int], Callable[[Any], int]]:
+    """The tenant id and the user id of a selected row, by position."""
+    names = _column_names(view)
+    return itemgetter(names.index("tenant_id")), itemgetter(names.index("user_id"))
 
 
 def _iso_sql(column: Any) -> Any:
@@ -343,15 +366,16 @@ def _most(counts: dict[str, int]) -> str:
 class _Names:
     """The names of the tenants and users of a page's rows, looked up once for the page."""
 
-    def __init__(self, session: Session, rows: list[Any]) -> None:
+    def __init__(self, session: Session, view: View, rows: list[Any]) -> None:
         self.tenants: dict[int, str] = {}
         self.users: dict[int, str] = {}
+        self.tenant_of, self.user_of = _id_getters(view)
         self.add(session, rows)
 
     def add(self, session: Session, rows: list[Any]) -> None:
         for table, known, ids in (
-            (Tenant, self.tenants, {r.tenant_id for r in rows}),
-            (User, self.users, {r.user_id for r in rows}),
+            (Tenant, self.tenants, set(map(self.tenant_of, rows))),
+            (User, self.users, set(map(self.user_of, rows))),
         ):
             missing = list(ids - known.keys())
             for start in range(0, len(missing), _IN_CHUNK):
