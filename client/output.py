@@ -123,12 +123,14 @@ def format_duration(seconds: float) -> str:
 
 def job_elapsed(job: dict[str, Any], now: datetime) -> str:
     """Run time of a started job (to its end or now), else time waited since submission."""
-    started, finished = parse_time(job.get("started_at")), parse_time(job.get("finished_at"))
-    created = parse_time(job.get("created_at"))
-    begin = started or created
+    # Each time parsed only when it is needed: a listing of 10,000 waiting jobs calls this
+    # 10,000 times.
+    begin = parse_time(job.get("started_at")) or parse_time(job.get("created_at"))
     if begin is None:
         return "-"
-    return format_duration(((finished or now) - begin).total_seconds())
+    finished = job.get("finished_at")
+    end = (parse_time(finished) if finished else None) or now
+    return format_duration((end - begin).total_seconds())
 
 
 def format_region(region: dict[str, Any] | None) -> str:
@@ -139,14 +141,15 @@ def format_region(region: dict[str, Any] | None) -> str:
     return f"{region['wafer']}:{where}" if region.get("wafer") else where
 
 
-def format_reason(job: dict[str, Any], *, wide: bool = False) -> str:
+def format_reason(job: dict[str, Any], *, wide: bool = False, reason: Any = ...) -> str:
     """squeue's NODELIST(REASON) idea, in parentheses: why a job waits, or how it ended.
 
     Uses, first found: the scheduler's `reasons` (from /queue; the first code, or every
     message when wide), the error (its kind, or kind and message when wide), the `reason` of
-    the job's last state change. A running job's place is its REGION, so it shows `-`.
+    the job's last state change (`reason`, when given, in its place: a listing's shown
+    reason). A running job's place is its REGION, so it shows `-`.
     """
-    text = _reason_text(job, wide)
+    text = _reason_text(job, wide, job.get("reason") if reason is ... else reason)
     if not text:
         return "-"
     if not wide and len(text) > REASON_WIDTH:
@@ -154,18 +157,17 @@ def format_reason(job: dict[str, Any], *, wide: bool = False) -> str:
     return f"({text})"
 
 
-def _reason_text(job: dict[str, Any], wide: bool) -> str:
+def _reason_text(job: dict[str, Any], wide: bool, reason: Any) -> str:
     reasons = job.get("reasons")
-    if isinstance(reasons, list) and reasons and isinstance(reasons[0], dict):
+    if reasons and isinstance(reasons, list) and isinstance(reasons[0], dict):
         if wide:
             return "; ".join(str(r.get("message") or r.get("code")) for r in reasons)
         return str(reasons[0].get("code") or reasons[0].get("message"))
     error = job.get("error")
-    if isinstance(error, dict) and error:
+    if error and isinstance(error, dict):
         return f"{error.get('kind')}: {error.get('message')}" if wide else str(error.get("kind"))
     if job.get("state") == "running":
         return ""
-    reason = job.get("reason")
     if isinstance(reason, dict):
         reason = reason.get("message") if wide else reason.get("code") or reason.get("message")
     return str(reason or "")

@@ -80,7 +80,7 @@ def job_row(job: dict[str, Any], *, wide: bool = False, now: datetime | None = N
         state_code(job.get("state")),
         job_elapsed(job, now or now_utc()),
         format_region(job.get("region")),
-        format_reason({**job, "reason": shown_reason(job)}, wide=wide),
+        format_reason(job, wide=wide, reason=shown_reason(job)),
     ]
     if wide:
         progress = job.get("progress") or {}

@@ -36,7 +36,7 @@ QUEUE_FORMAT_COLUMNS = [
     Column("State", lambda j: j.get("state")),
     Column("Time", lambda j: job_elapsed(j, now_utc())),
     Column("Region", lambda j: format_region(j.get("region"))),
-    Column("Reason", lambda j: format_reason({**j, "reason": shown_reason(j)})),
+    Column("Reason", lambda j: format_reason(j, reason=shown_reason(j))),
     Column("Tasks", tasks_text, "an array's collapsed row: its tasks by state"),
     Column("Priority", lambda j: j.get("priority")),
     Column("Mode", lambda j: j.get("mode")),
