@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sam_server.errors import ConfigError
@@ -90,7 +90,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SAM_", extra="ignore")
 
-    # development or production; production refuses to start without SAM_ADMIN_TOKEN.
+    # development or production; production refuses to start without a strong SAM_ADMIN_TOKEN
+    # (no known default, at least 24 characters) or with a weak SAM_METRICS_TOKEN.
     env: Literal["development", "production"] = "development"
     # Artifacts, checkpoints, logs, reports, the SQLite database and the embedded broker.
     data_dir: Path = Path("./sam-data")
@@ -177,6 +178,9 @@ class Settings(BaseSettings):
     checkpoint_keep: int = Field(default=3, ge=1)
     # Port of the scheduler's /metrics; 0 = off.
     scheduler_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Bearer token Prometheus sends to read the /metrics series that name tenants (the API's and
+    # the scheduler's); without it a scrape gets the cluster-wide series only.
+    metrics_token: str | None = None
     # Host on which processes other than the API serve /metrics.
     metrics_host: str = "127.0.0.1"
     # Port of the compile servers' /metrics: the first such process of `sam up` serves on this
@@ -228,8 +232,22 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_default_secrets(self) -> Settings:
-        if self.env == "production" and not self.admin_token:
-            raise ValueError("SAM_ADMIN_TOKEN must be set when SAM_ENV=production")
+        if self.env != "production":
+            return self
+        if not self.admin_token:
+            raise ValueError(
+                "SAM_ADMIN_TOKEN must be set when SAM_ENV=production: "
+                + _MAKE_ONE.format(name="SAM_ADMIN_TOKEN")
+            )
+        for name, value in (
+            ("SAM_ADMIN_TOKEN", self.admin_token),
+            ("SAM_METRICS_TOKEN", self.metrics_token),
+        ):
+            why = weak_secret(value)
+            if why:
+                raise ValueError(
+                    f"{name} {why}; SAM_ENV=production refuses it: {_MAKE_ONE.format(name=name)}"
+                )
         return self
 
     @property
@@ -276,6 +294,28 @@ class Settings(BaseSettings):
             raise ConfigError(f"cannot load the cluster file {self.cluster}: {exc}") from exc
 
 
+# Tokens that shipped as defaults (docker-compose.yml had the first) or that anyone would guess.
+KNOWN_DEFAULT_SECRETS = frozenset(
+    {"sam-admin-change-me", "sam-grafana-change-me", "change-me", "changeme", "admin", "secret"}
+)
+MIN_SECRET_CHARS = 24
+_MAKE_ONE = "set a random one, e.g. export {name}=$(openssl rand -hex 32)"
+
+
+def weak_secret(value: str | None) -> str | None:
+    """Why a production token is too weak to accept (a known default, short, or one repeated
+    character or so), or None for a strong one or none at all."""
+    if not value:
+        return None
+    if value.strip().lower() in KNOWN_DEFAULT_SECRETS or "change-me" in value.lower():
+        return f"is a known default ({value.strip()!r})"
+    if len(value) < MIN_SECRET_CHARS:
+        return f"has {len(value)} characters (at least {MIN_SECRET_CHARS} needed)"
+    if len(set(value)) < 8:
+        return f"uses only {len(set(value))} distinct characters"
+    return None
+
+
 _PARSED: dict[Path, tuple[tuple[int, int], object]] = {}
 
 
@@ -293,8 +333,17 @@ def _cluster_yaml(path: Path) -> object:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read once from the environment."""
-    return Settings()
+    """The process-wide settings, read once from the environment; settings a process must not
+    start with end it with one line that says which and why (not a traceback)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}"
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise SystemExit(f"sam: cannot start: {problems}") from None
 
 
 def redact_url(url: str) -> str:

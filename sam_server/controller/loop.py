@@ -211,7 +211,9 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     last_marker, last_cycle, last_purge = -1, 0.0, 0.0
     metrics = SchedulerMetrics(sessionmaker(engine_for(settings.resolved_database_url)))
     if settings.scheduler_metrics_port:
-        metrics.serve(settings.scheduler_metrics_port, settings.metrics_host)
+        metrics.serve(
+            settings.scheduler_metrics_port, settings.metrics_host, token=settings.metrics_token
+        )
     while not stopping["now"]:
         if not leader.try_acquire():
             time.sleep(1.0)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
 from sam_server.db.models import Job, Tenant
+from sam_server.services import scrape
 from sam_server.states import WAITING
 
 log = logging.getLogger("sam.scheduler")
@@ -97,7 +98,8 @@ class SchedulerMetrics:
             self.largest_free.labels(wafer).set(largest)
             self.fragmentation.labels(wafer).set(frag)
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Expose /metrics on `port` (a thread of this process)."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1", token: str | None = None) -> None:
+        """Expose /metrics on `port` (a thread of this process); the queue depth by tenant only
+        to a scrape that sends `token` (SAM_METRICS_TOKEN)."""
+        scrape.serve(self.registry, port, host, token)
         log.info("scheduler metrics on http://%s:%d/metrics", host, port)

@@ -1,5 +1,6 @@
 """The API's `/metrics` reports the cluster as the database records it (occupancy by wafer and
-tenant, the longest wait, training steps, compile servers), on SQLite and PostgreSQL."""
+tenant, the longest wait, training steps, compile servers), on SQLite and PostgreSQL. The series
+that name tenants need the scrape or admin token: tests/security/test_metrics_scrape.py."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from sam_server.db.session import session_scope
 from sam_server.db.types import utcnow
 from sam_server.services import lifecycle
 from sam_server.services.transitions import transition
-from tests.api.helpers import make_tenant, make_user, submit
+from tests.api.helpers import ADMIN, make_tenant, make_user, submit
 
 
 def _samples(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:  # type: ignore[no-untyped-def]
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=ADMIN).text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)

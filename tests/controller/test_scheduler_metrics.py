@@ -31,7 +31,7 @@ def test_scheduler_metrics_port_reports_cycles_and_queue(api, cluster_settings):
     url = cluster_settings.resolved_database_url
     metrics = SchedulerMetrics(sessionmaker(engine_for(url)))
     port = free_port()
-    metrics.serve(port)
+    metrics.serve(port, token="sam_scrape_scheduler_test_token")
     # One compile server with two slots: acme may hold one (the other is kept for other tenants)
     metrics.observe(run_cycle(cluster_settings))
     second = api.get(f"/api/v1/jobs/{second_id}", headers=alice).json()
@@ -46,7 +46,8 @@ def test_scheduler_metrics_port_reports_cycles_and_queue(api, cluster_settings):
     _compile_ok(cluster_settings, first)
     metrics.observe(run_cycle(cluster_settings))  # the first is placed
 
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    scrape = {"Authorization": "Bearer sam_scrape_scheduler_test_token"}
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=scrape, timeout=10).text
     assert _value(text, "sam_scheduler_cycle_duration_seconds_count") == 2.0
     assert _value(text, "sam_scheduler_placements_total") == 1.0
     assert _value(text, "sam_scheduler_compiles_dispatched_total") >= 1.0

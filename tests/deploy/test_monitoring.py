@@ -83,9 +83,26 @@ def test_metric_names_reads_promql_as_prometheus_does() -> None:
     assert metric_names(expr) == {"x_bucket", "y:z", "w_total"}
 
 
-def test_promtool_accepts_the_configuration_and_its_rule_files() -> None:
+# Where compose mounts the scrape token for Prometheus (its `secrets:`).
+COMPOSE_SECRET = "/run/secrets/sam_metrics_token"
+SCRAPE_TOKEN = "sam_scrape_monitoring_test_token_0123"
+SCRAPE = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}
+
+
+def test_promtool_accepts_the_configuration_and_its_rule_files(tmp_path: Path) -> None:
+    # promtool checks that the credentials file exists: the same tree, the compose secret's
+    # path pointed at a file here.
+    shutil.copytree(PROMETHEUS_DIR, tmp_path / "prometheus")
+    config = tmp_path / "prometheus" / "prometheus.yml"
+    text = config.read_text()
+    assert text.count(f"credentials_file: {COMPOSE_SECRET}") == 2  # the API and the scheduler
+    (tmp_path / "token").write_text(SCRAPE_TOKEN)
+    config.write_text(text.replace(COMPOSE_SECRET, str(tmp_path / "token")))
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert compose["services"]["prometheus"]["secrets"] == ["sam_metrics_token"]
+    assert compose["secrets"]["sam_metrics_token"] == {"environment": "SAM_METRICS_TOKEN"}
     result = subprocess.run(
-        [_tool("promtool"), "check", "config", str(PROMETHEUS_DIR / "prometheus.yml")],
+        [_tool("promtool"), "check", "config", str(config)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -166,7 +183,11 @@ def settings(db_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
         "compile_servers: 1\n"
     )
     return Settings(
-        data_dir=tmp_path / "data", database_url=db_url, admin_token=ADMIN_TOKEN, cluster=cluster
+        data_dir=tmp_path / "data",
+        database_url=db_url,
+        admin_token=ADMIN_TOKEN,
+        cluster=cluster,
+        metrics_token=SCRAPE_TOKEN,
     )
 
 
@@ -185,7 +206,7 @@ class Cluster:
         self.scheduler_port = free_port()
         sessions = sessionmaker(engine_for(self.url), expire_on_commit=False)
         self.scheduler = SchedulerMetrics(sessions)
-        self.scheduler.serve(self.scheduler_port)
+        self.scheduler.serve(self.scheduler_port, token=SCRAPE_TOKEN)
         with httpx.Client(base_url=server.url) as client:
             make_tenant(client, "acme")
             alice = make_user(client, "acme", "alice")
@@ -228,8 +249,8 @@ def cluster(settings) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
 
 
 def test_every_series_the_dashboard_reads_is_exported_by_sam(cluster: Cluster) -> None:
-    api = httpx.get(f"{cluster.api.url}/metrics").text
-    scheduler = httpx.get(f"http://127.0.0.1:{cluster.scheduler_port}/metrics").text
+    api = httpx.get(f"{cluster.api.url}/metrics", headers=SCRAPE).text
+    scheduler = httpx.get(f"http://127.0.0.1:{cluster.scheduler_port}/metrics", headers=SCRAPE).text
     exported = _exposed_names(api) | _exposed_names(scheduler)
     recorded = {r["record"] for r in _rules()}
     read_by_rules = set().union(*(metric_names(r["expr"]) for r in _rules()))
@@ -245,19 +266,24 @@ def test_every_series_the_dashboard_reads_is_exported_by_sam(cluster: Cluster) -
 
 @pytest.fixture
 def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus (Debian's) scraping the live API and scheduler every second, with the
-    repository's recording rules; its base URL."""
+    """A real Prometheus (Debian's) scraping the live API and scheduler every second with the
+    scrape token from a file (as compose gives it), with the repository's recording rules; its
+    base URL."""
     port = free_port()
+    (tmp_path / "token").write_text(SCRAPE_TOKEN + "\n")
+    token = {"credentials_file": str(tmp_path / "token")}
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
         "scrape_configs": [
             {
                 "job_name": "sam-api",
+                "authorization": token,
                 "static_configs": [{"targets": [f"127.0.0.1:{cluster.api.port}"]}],
             },
             {
                 "job_name": "sam-scheduler",
+                "authorization": token,
                 "static_configs": [{"targets": [f"127.0.0.1:{cluster.scheduler_port}"]}],
             },
         ],

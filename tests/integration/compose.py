@@ -102,7 +102,12 @@ class ComposeProcesses:
     def env(self, service: dict) -> dict[str, str]:  # type: ignore[type-arg]
         env = dict(os.environ)
         env.update({k: str(v) for k, v in (service.get("environment") or {}).items()})
-        self.admin_token = env["SAM_ADMIN_TOKEN"] = "sam-admin-integration"
+        # The secrets compose requires from the operator's environment (`${VAR:?...}`): strong
+        # ones, since the services run with SAM_ENV=production and refuse weak ones.
+        self.admin_token = env["SAM_ADMIN_TOKEN"] = "sam_admin_integration_7f3a9c2e5b81d046"
+        env["SAM_METRICS_TOKEN"] = "sam_scrape_integration_4d8e1b6a0c937f25"
+        unresolved = [k for k, v in env.items() if k.startswith("SAM_") and "${" in v]
+        assert not unresolved, f"docker-compose.yml asks for {unresolved}: give them a value here"
         env.update(
             SAM_DATABASE_URL=self.database_url,
             SAM_BROKER_URL=self.broker_url,
