@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,9 +20,21 @@ from torch import nn
 from compiler.errors import ModelError
 
 
-def initial_optimizer_state(
-    model: nn.Module, optimizer: torch.optim.Optimizer
-) -> dict[str, list[tuple[str, torch.Tensor]]]:
+@dataclass
+class OptimizerState:
+    """The optimizer's state before the first update.
+
+    tensors: per parameter name, its (key, initial value) pairs in key order.
+    created_keys: state the first update creates itself (absent before it) where that first
+    update differs from one that starts from zeros (SGD's momentum_buffer with dampening: a
+    clone of the gradient, not a blend); the captured step computes the first update apart.
+    """
+
+    tensors: dict[str, list[tuple[str, torch.Tensor]]]
+    created_keys: frozenset[str] = frozenset()
+
+
+def initial_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> OptimizerState:
     """The optimizer's per-parameter state tensors before the first update, by parameter name.
 
     A deep copy of (model, optimizer) takes one update with zero gradients: the state it ends
@@ -29,6 +42,7 @@ def initial_optimizer_state(
     zeros and step 0, NAdam's mu_product 1), or zeros for state the update creates itself
     (SGD's momentum_buffer). A copy whose optimizer already has state starts from that state.
     """
+    fresh = not any(optimizer.state.get(p) for g in optimizer.param_groups for p in g["params"])
     model_copy, opt_copy = copy.deepcopy((model, optimizer))
     names = {id(p): n for n, p in model_copy.named_parameters()}
     if any(opt_copy.state.get(p) for g in opt_copy.param_groups for p in g["params"]):
@@ -66,6 +80,7 @@ def initial_optimizer_state(
             "takes no closure"
         ) from exc
     state: dict[str, list[tuple[str, torch.Tensor]]] = {}
+    created: set[str] = set()
     for group in opt_copy.param_groups:
         for p in group["params"]:
             entries = opt_copy.state.get(p) or {}
@@ -83,18 +98,49 @@ def initial_optimizer_state(
                 out.append((key, start.detach().clone()))
             if id(p) in names:
                 state[names[id(p)]] = out
-    return state
+            created.update(key for key in entries if key not in initial)
+    if fresh and created and _first_update_differs(model, optimizer, state):
+        return OptimizerState(state, frozenset(created))
+    return OptimizerState(state)
+
+
+def _first_update_differs(
+    model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, list[Any]]
+) -> bool:
+    """Whether an update from the optimizer's own (lazy) start differs from one that starts
+    from `state` (zeros for what the update creates), for the same random gradients."""
+    results = []
+    for prefill in (False, True):
+        model_copy, opt_copy = copy.deepcopy((model, optimizer))
+        gen = torch.Generator().manual_seed(0)
+        by_id = {id(p): n for n, p in model_copy.named_parameters()}
+        for group in opt_copy.param_groups:
+            plain_group(group)
+            for p in group["params"]:
+                if p.requires_grad and p.is_floating_point():
+                    p.grad = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+                if prefill and id(p) in by_id:
+                    opt_copy.state[p] = {k: v.clone() for k, v in state[by_id[id(p)]]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opt_copy.step()
+        results.append([p.detach().clone() for p in model_copy.parameters()])
+    return any(not torch.equal(a, b) for a, b in zip(*results, strict=True))
 
 
 def _cloned(entries: dict[str, Any]) -> dict[str, Any]:
     return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in entries.items()}
 
 
-def plain_group(group: dict[str, Any]) -> None:
-    """The single-tensor implementation (what tracing records op by op, on any device)."""
+def plain_group(group: dict[str, Any], *, traced: bool = False) -> None:
+    """The single-tensor implementation (what tracing records op by op, on any device); traced:
+    also the capturable one, whose step counts stay tensors (RAdam's and ASGD's branches on
+    them become torch.where)."""
     for key in ("foreach", "fused"):
         if key in group:
             group[key] = False if key == "foreach" else None
+    if traced and "capturable" in group:
+        group["capturable"] = True
 
 
 def scheduler_period(

@@ -47,6 +47,7 @@ from compiler.frontend import (
 from compiler.fx_to_ir import fx_to_ir
 from compiler.opcheck import check_supported
 from compiler.optimizer_state import (
+    OptimizerState,
     initial_optimizer_state,
     lr_tables,
     plain_group,
@@ -127,7 +128,7 @@ def capture_train_step(
         described.append(("buffer", name))
     state_labels = []
     for name, _ in params:
-        for key, value in state.get(name, []):
+        for key, value in state.tensors.get(name, []):
             flat.append(value)
             described.append(("opt_state", f"{name}.{key}"))
             state_labels.append(("opt_state", f"{name}.{key}"))
@@ -182,13 +183,14 @@ class _Swap:
         optimizer: torch.optim.Optimizer,
         params: list[tuple[str, nn.Parameter]],
         buffers: list[tuple[str, torch.Tensor]],
-        state: dict[str, list[tuple[str, torch.Tensor]]],
+        opt_state: OptimizerState,
         tables: list[torch.Tensor] | None,
         per: str | None,
         steps_per_epoch: int | None,
     ) -> None:
         self.model, self.optimizer = model, optimizer
-        self.params, self.buffers, self.state = params, buffers, state
+        self.params, self.buffers, self.state = params, buffers, opt_state.tensors
+        self.created_keys = opt_state.created_keys
         self.tables, self.per, self.steps_per_epoch = tables, per, steps_per_epoch
         self.scheduler_calls = 0
 
@@ -204,15 +206,25 @@ class _Swap:
                 for t, (_, p) in zip(flat[:n_p], self.params, strict=True)
             ]
             buffers = [t.clone() for t in flat[n_p : n_p + n_b]]
-            states = [t.clone() for t in flat[n_p + n_b : n_p + n_b + n_s]]
+            values = iter(t.clone() for t in flat[n_p + n_b : n_p + n_b + n_s])
+            state: defaultdict[torch.Tensor, dict[str, Any]] = defaultdict(dict)
+            keys = [
+                (leaf, k)
+                for (name, _), leaf in zip(self.params, leaves, strict=True)
+                for k, _ in self.state.get(name, [])
+            ]
+            for leaf, key in keys:
+                state[leaf][key] = next(values)
             step, inputs, targets = flat[-3:]
             with (
-                self._swapped(leaves, buffers, states, step, scheduler),
+                self._swapped(leaves, buffers, state, step, scheduler),
                 BatchNormMode(),
                 UserScalarReads(),
             ):
                 result = train_step_fn(self.model, inputs, targets, loss_fn, self.optimizer)
             loss = _loss_of(result)
+            # read back from the state dict: an optimizer may replace a state tensor
+            states = [state[leaf][key] for leaf, key in keys]
             return [loss.detach(), *[leaf.detach() for leaf in leaves], *states, *buffers]
 
         return step_fn
@@ -222,7 +234,7 @@ class _Swap:
         self,
         leaves: list[torch.Tensor],
         buffers: list[torch.Tensor],
-        states: list[torch.Tensor],
+        new_state: defaultdict[torch.Tensor, dict[str, Any]],
         step: torch.Tensor,
         scheduler: Any,
     ) -> Iterator[None]:
@@ -232,17 +244,15 @@ class _Swap:
         saved_slots += _set_tensors(model, "_buffers", self.buffers, buffers)
         saved_groups = [dict(g) for g in optimizer.param_groups]
         saved_state = optimizer.state
-        new_state: defaultdict[torch.Tensor, dict[str, Any]] = defaultdict(dict)
-        values = iter(states)
-        for (name, _p), leaf in zip(self.params, leaves, strict=True):
-            for key, _ in self.state.get(name, []):
-                new_state[leaf][key] = next(values)
         for i, group in enumerate(optimizer.param_groups):
             group["params"] = [leaf_of.get(id(p), p) for p in group["params"]]
-            plain_group(group)
+            plain_group(group, traced=True)
             if self.tables is not None:
                 group["lr"] = self._lr(self.tables[i], step)
         optimizer.state = new_state
+        saved_opt_step = optimizer.__dict__.get("step")
+        if self.created_keys:
+            optimizer.step = self._first_update_apart(optimizer.step, step == 0)  # type: ignore[method-assign]
         saved_step = None
         if scheduler is not None:
             saved_step = scheduler.__dict__.get("step")
@@ -256,6 +266,10 @@ class _Swap:
                 else:
                     scheduler.step = saved_step
             optimizer.state = saved_state
+            if saved_opt_step is None:
+                optimizer.__dict__.pop("step", None)
+            else:
+                optimizer.step = saved_opt_step  # type: ignore[method-assign]
             changed = [
                 i
                 for i, (g, s) in enumerate(zip(optimizer.param_groups, saved_groups, strict=True))
@@ -271,6 +285,46 @@ class _Swap:
                     "the compiler was not given?); pass the scheduler to the runner so its "
                     "schedule is compiled into the step"
                 )
+
+    def _first_update_apart(
+        self, update: Callable[..., Any], first: torch.Tensor
+    ) -> Callable[..., Any]:
+        """optimizer.step computing the first update as torch does it, apart: on copies of the
+        parameters from a state without the keys it creates itself, then picked by
+        torch.where(step == 0) over the update from the carried state."""
+        optimizer = self.optimizer
+
+        def step(*args: Any, **kwargs: Any) -> Any:
+            groups = [g["params"] for g in optimizer.param_groups]
+            carried = optimizer.state
+            copies: dict[torch.Tensor, torch.Tensor] = {}
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    copies[p] = p.detach().clone()
+                    copies[p].grad = p.grad
+                group["params"] = [copies[p] for p in group["params"]]
+            fresh: defaultdict[torch.Tensor, dict[str, Any]] = defaultdict(dict)
+            for p, c in copies.items():
+                fresh[c] = {
+                    k: v.clone() for k, v in carried[p].items() if k not in self.created_keys
+                }
+            optimizer.state = fresh
+            try:
+                update(*args, **kwargs)
+            finally:
+                for group, params in zip(optimizer.param_groups, groups, strict=True):
+                    group["params"] = params
+                optimizer.state = carried
+            result = update(*args, **kwargs)
+            with torch.no_grad():
+                for p, c in copies.items():
+                    p.copy_(torch.where(first, c, p))
+                    for key, value in carried[p].items():
+                        if isinstance(value, torch.Tensor) and key in fresh[c]:
+                            value.copy_(torch.where(first, fresh[c][key], value))
+            return result
+
+        return step
 
     def _count_scheduler_call(self, *args: Any, **kwargs: Any) -> None:
         self.scheduler_calls += 1
@@ -381,6 +435,9 @@ def _tensors_for_internal_scalars(gm: torch.fx.GraphModule) -> None:
         for user in list(node.users):
             val = user.meta.get("val")
             dtype = val.dtype if isinstance(val, torch.Tensor) else source.meta["val"].dtype
+            if _scaled_by(user, node):
+                _fold_alpha(gm, user, node, source, dtype)
+                continue
             if not _tensor_operand(user, node):
                 raise ModelError(
                     f"the optimizer reads a tensor's value as a Python number for {user.target}; "
@@ -396,6 +453,38 @@ def _tensors_for_internal_scalars(gm: torch.fx.GraphModule) -> None:
         gm.graph.erase_node(node)
     gm.graph.eliminate_dead_code()
     gm.recompile()
+
+
+def _scaled_by(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """`add(x, y, alpha=node)` / `sub(...)`: SGD's `param.add_(grad, alpha=-lr)` under a
+    scheduled (tensor) learning rate."""
+    return (
+        str(user.target) in ("aten.add.Tensor", "aten.sub.Tensor")
+        and user.kwargs.get("alpha") is node
+        and node not in user.args
+    )
+
+
+def _fold_alpha(
+    gm: torch.fx.GraphModule,
+    user: torch.fx.Node,
+    node: torch.fx.Node,
+    source: torch.fx.Node,
+    dtype: torch.dtype,
+) -> None:
+    """Rewrite `add(x, y, alpha=s)` as `add(x, y * s)` with s the 0-d tensor, not a number."""
+    other = user.args[1]
+    if not isinstance(other, torch.fx.Node):
+        raise ModelError(f"cannot compile a tensor-valued alpha of {user.target} on a number")
+    with gm.graph.inserting_before(user):
+        cast = gm.graph.call_function(torch.ops.aten._to_copy.default, (source,), {"dtype": dtype})
+        cast.meta["val"] = source.meta["val"].to(dtype)
+        scaled = gm.graph.call_function(torch.ops.aten.mul.Tensor, (other, cast))
+        scaled.meta["val"] = other.meta["val"] * cast.meta["val"]
+        for new in (cast, scaled):
+            new.meta["stack_trace"] = node.meta.get("stack_trace")
+    user.args = (user.args[0], scaled, *user.args[2:])
+    user.kwargs = {k: v for k, v in user.kwargs.items() if k != "alpha"}
 
 
 def _tensor_operand(user: torch.fx.Node, node: torch.fx.Node) -> bool:

@@ -88,6 +88,20 @@ def with_item(model, inputs, labels, criterion, optimizer):
     return loss
 
 
+def wrong_shape(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs.t()), labels)
+    loss.backward()
+    return loss
+
+
+def hidden_schedule(model, inputs, labels, criterion, optimizer):
+    loss = plain_step(model, inputs, labels, criterion, optimizer)
+    for group in optimizer.param_groups:
+        group["lr"] = group["lr"] * 0.5
+    return loss
+
+
 def with_branch(model, inputs, labels, criterion, optimizer):
     optimizer.zero_grad()
     loss = criterion(model(inputs), labels)
@@ -203,10 +217,12 @@ def _compare(
     model, optimizer, scheduler = _setup(user, make_opt, norm, sched)
     step = step_of(scheduler)
     eager = []
-    for x, y in batches:
+    for k, (x, y) in enumerate(batches):
         result = step(model, x, y, torch.nn.CrossEntropyLoss(), optimizer)
         loss = result[0] if isinstance(result, tuple) else result
         eager.append(float(loss.detach()))
+        if capture.get("scheduler_per") == "epoch" and (k + 1) % capture["steps_per_epoch"] == 0:
+            scheduler.step()  # the runner's epoch loop
     np.testing.assert_allclose(losses, eager, rtol=1e-3, atol=1e-6)
     for name, value in model.state_dict().items():
         np.testing.assert_allclose(state[name], value.numpy(), rtol=1e-3, atol=1e-5, err_msg=name)
@@ -244,16 +260,51 @@ def test_adamw_with_clip_grad_value(user: ModuleType) -> None:
     _compare(user, lambda p: torch.optim.AdamW(p, lr=0.02), lambda _: user.clipped_by_value)
 
 
+def _two_groups(params: Any) -> torch.optim.Optimizer:
+    first, *rest = list(params)
+    return torch.optim.Adam([{"params": [first], "lr": 0.01}, {"params": rest, "lr": 0.05}])
+
+
 @pytest.mark.parametrize(
     "make_opt",
     [
-        lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.5),
-        lambda p: torch.optim.Adagrad(p, lr=0.1),
+        lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.5, centered=True),
+        lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1),
+        # the first update clones the gradient into the buffer: computed apart, picked at step 0
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.3),
+        # its rectification branches on the step count: compiled as the capturable torch.where
+        lambda p: torch.optim.RAdam(p, lr=0.01),
+        lambda p: torch.optim.NAdam(p, lr=0.01),
+        _two_groups,
     ],
-    ids=["rmsprop", "adagrad"],
+    ids=["rmsprop", "adagrad", "sgd-dampening", "radam", "nadam", "param-groups"],
 )
+# RAdam's torch.where also evaluates the square root of the branch it does not take
+@pytest.mark.filterwarnings("ignore:invalid value encountered in sqrt")
 def test_other_optimizers(user: ModuleType, make_opt: Any) -> None:
     _compare(user, make_opt, lambda _: user.plain_step)
+
+
+def test_scheduler_per_epoch(user: ModuleType) -> None:
+    """A schedule the runner steps per epoch: the graph picks the epoch's learning rate."""
+    _compare(
+        user,
+        lambda p: torch.optim.SGD(p, lr=0.2, momentum=0.5),
+        lambda _: user.plain_step,
+        sched=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=3),
+        scheduler_per="epoch",
+        steps_per_epoch=2,
+    )
+
+
+def test_lambda_scheduler_in_the_step(user: ModuleType) -> None:
+    """Any schedule of the step count, even a Python lambda, is tabulated eagerly."""
+    _compare(
+        user,
+        lambda p: torch.optim.AdamW(p, lr=0.05),
+        user.make_weighted_step,
+        sched=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda k: 1.0 / (1 + k) ** 2),
+    )
 
 
 @pytest.mark.parametrize(
@@ -273,6 +324,27 @@ def test_refusals_name_the_line(user: ModuleType, step: str, text: str, why: str
     assert text in message and why in message
     assert caught.value.kind == "model_error"  # the contract's kinds; details name the line
     assert caught.value.details["line"] == _line_of(text)
+
+
+def test_a_step_that_raises_names_its_line(user: ModuleType) -> None:
+    model, optimizer, _ = _setup(user, lambda p: torch.optim.SGD(p, lr=0.1), False)
+    x, y = _batches()[0]
+    with pytest.raises(ModelError, match="RuntimeError") as caught:
+        capture_train_step(model, optimizer, user.wrong_shape, torch.nn.CrossEntropyLoss(), x, y)
+    forward = _line_of("return self.fc2")
+    assert f"(at train.py:{forward} in forward)" in caught.value.message
+    assert f"train.py:{_line_of('inputs.t()')} in wrong_shape" in caught.value.details["traceback"]
+
+
+def test_a_learning_rate_changed_in_the_step_needs_the_scheduler(user: ModuleType) -> None:
+    """A schedule the capture was not told about would be frozen into the graph: refused."""
+    model, optimizer, _ = _setup(user, lambda p: torch.optim.SGD(p, lr=0.1), False)
+    x, y = _batches()[0]
+    with pytest.raises(ModelError, match="learning rate"):
+        capture_train_step(
+            model, optimizer, user.hidden_schedule, torch.nn.CrossEntropyLoss(), x, y
+        )
+    assert optimizer.param_groups[0]["lr"] == 0.1
 
 
 def test_scheduler_stepped_outside_needs_a_period(user: ModuleType) -> None:
