@@ -43,7 +43,7 @@ test: zoo lint
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy sam_server sam_worker wse_sim compiler client
+	$(BIN)/mypy sam_server sam_worker sam_domain wse_sim compiler client
 	$(BIN)/lint-imports
 
 bench: zoo

@@ -136,7 +136,7 @@ def train_synthetic(url: str, job_id: str, steps: int, settings: Settings) -> No
         lines = [
             ("INFO", f"step {i}: loss {2.0 / (1 + i):.6g}, 123456 cycles, 1e+04 samples/s")
             for i in range(first, first + len(batch))
-            if i % settings.log_every_steps == 0
+            if i % settings.worker.log_every_steps == 0
         ]
         with session_scope(url) as s:
             assert lifecycle.record_steps(
@@ -146,8 +146,8 @@ def train_synthetic(url: str, job_id: str, steps: int, settings: Settings) -> No
                 attempt=1,
                 steps=batch,
                 lines=lines,
-                keep_recent=settings.metrics_recent_steps,
-                chunk_steps=settings.metrics_chunk_steps,
+                keep_recent=settings.storage.metrics_recent_steps,
+                chunk_steps=settings.storage.metrics_chunk_steps,
             )
 
 

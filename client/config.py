@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from client.errors import ClientConfigError
+from client.errors import ClientConfigError, SamClientError
 
 TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
 if TYPE_CHECKING:
@@ -179,3 +179,26 @@ def save_connection(path: Path, *, url: str, token: str, context: str | None = N
     else:
         document.update(url=url, token=token)
     write_config_file(path, document)
+
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def default_timeout_s() -> float:
+    """SAM_TIMEOUT (seconds to wait for an answer), else DEFAULT_TIMEOUT_S."""
+    text = os.environ.get("SAM_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:  # also refuses nan and inf
+        raise SamClientError(f"SAM_TIMEOUT={text!r}: give the seconds to wait, e.g. 120")
+    return value
+
+
+def hash_cache_path() -> Path:
+    """Where `sam submit` remembers its files' hashes: $XDG_CACHE_HOME/sam, else ~/.cache/sam."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "sam" / "hashes.json"

@@ -68,7 +68,7 @@ def parse_submit_args(argv: list[str]) -> dict[str, Any] | None:
         return None
     for key in ("url", "token"):  # the subcommand's flag wins over sam's own
         found[key] = found.get(key) or top.get(key)
-    found["context"] = top.get("context") or os.environ.get("SAM_CONTEXT") or None
+    found["context"] = top.get("context") or None  # else resolve_config reads SAM_CONTEXT
     found["job_file"] = positional[0]
     for key in ("job_file", "config_file"):  # click.Path(exists=True, dir_okay=False)
         path = found.get(key)

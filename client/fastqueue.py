@@ -72,7 +72,7 @@ def parse_queue_args(argv: list[str]) -> dict[str, Any] | None:
                 found[key] = value
     for key in ("url", "token"):  # the subcommand's flag wins over sam's own
         found[key] = found.get(key) or top.get(key)
-    found["context"] = top.get("context") or os.environ.get("SAM_CONTEXT") or None
+    found["context"] = top.get("context") or None  # else resolve_config reads SAM_CONTEXT
     return found
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import click
 
 ENTRY_POINT_GROUP = "sam.commands"
+CONFIG_GROUP = "sam.config"  # server-side subcommands of `sam config` (`sam config show`)
 
 
 class EntryPointLike(Protocol):
@@ -43,8 +44,8 @@ class PluginRef:
         return found
 
 
-def discover_plugins() -> dict[str, EntryPointLike]:
-    """The declared plugin commands by name (nothing is imported).
+def discover_plugins(group: str = ENTRY_POINT_GROUP) -> dict[str, EntryPointLike]:
+    """The declared plugin commands of entry-point `group` by name (nothing is imported).
 
     Reads the `[sam.commands]` section of each installed distribution's entry_points.txt on
     sys.path, as importlib.metadata would, without importing importlib.metadata: its import
@@ -64,7 +65,7 @@ def discover_plugins() -> dict[str, EntryPointLike]:
                     text = f.read()
             except OSError:
                 continue
-            for name, value in section_items(text, ENTRY_POINT_GROUP):
+            for name, value in section_items(text, group):
                 found.setdefault(name, PluginRef(name, value))
     return found
 

@@ -7,8 +7,8 @@ import sys
 import time
 
 from client import quickhttp
-from client.config import DEFAULT_URL
-from client.errors import SamAPIError, SamClientError, SamConnectionError, SamTimeoutError
+from client.config import DEFAULT_TIMEOUT_S, DEFAULT_URL, default_timeout_s
+from client.errors import SamAPIError, SamConnectionError, SamTimeoutError
 
 TYPE_CHECKING = False  # typing's import (and these) are spared on `sam submit`'s path
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     _Reply = TypeVar("_Reply", httpx.Response, quickhttp.QuickResponse)
 
 API_PREFIX = "/api/v1"
+__all__ = ["DEFAULT_TIMEOUT_S", "default_timeout_s"]  # the timeout is client.config's
 
 
 class Transport:
@@ -187,25 +188,6 @@ class Transport:
         """PUT a raw body (an upload's chunk); its JSON answer."""
         headers = {"Content-Type": "application/octet-stream"}
         return self._send("PUT", path, content=data, headers=headers).json()
-
-
-DEFAULT_TIMEOUT_S = 30.0
-
-
-def default_timeout_s() -> float:
-    """SAM_TIMEOUT (seconds to wait for an answer), else DEFAULT_TIMEOUT_S."""
-    import os
-
-    text = os.environ.get("SAM_TIMEOUT", "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 86400:  # also refuses nan and inf
-        raise SamClientError(f"SAM_TIMEOUT={text!r}: give the seconds to wait, e.g. 120")
-    return value
 
 
 def new_idempotency_key() -> str:

@@ -32,8 +32,9 @@ QUIET_BELOW_BYTES = 1 << 20  # `sam submit` says what it sent only from this muc
 
 
 def cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "sam" / "hashes.json"
+    from client.config import hash_cache_path
+
+    return hash_cache_path()
 
 
 class HashCache:

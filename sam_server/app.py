@@ -84,23 +84,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.sessions = sessionmaker(engine_for(url), expire_on_commit=False)
     app.state.broker_check = broker_check_for(settings)
-    app.state.submit_buckets = SubmitBuckets(settings.submit_rate_per_s)
+    app.state.submit_buckets = SubmitBuckets(settings.api.submit_rate_per_s)
     app.state.submit_limiter = None  # an anyio CapacityLimiter, made in the event loop
     app.state.log_hub = LogHub(
         app.state.sessions,
-        poll_s=settings.follow_poll_s,
-        heartbeat_s=settings.follow_heartbeat_s,
+        poll_s=settings.api.follow_poll_s,
+        heartbeat_s=settings.api.follow_heartbeat_s,
     )
     app.state.event_hub = EventHub(
         app.state.sessions,
-        poll_s=settings.follow_poll_s,
-        heartbeat_s=settings.follow_heartbeat_s,
-        stale_s=settings.heartbeat_s * 3,
+        poll_s=settings.api.follow_poll_s,
+        heartbeat_s=settings.api.follow_heartbeat_s,
+        stale_s=settings.worker.heartbeat_s * 3,
     )
     app.state.metrics_hub = MetricsHub(
         app.state.sessions,
-        poll_s=settings.follow_poll_s,
-        heartbeat_s=settings.follow_heartbeat_s,
+        poll_s=settings.api.follow_poll_s,
+        heartbeat_s=settings.api.follow_heartbeat_s,
     )
     prom = ApiMetrics(_JobGauges(app.state.sessions), ClusterCollector(app.state.sessions))
     app.state.prom, app.state.registry = prom, prom.registry
@@ -121,13 +121,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     docs.install(app)
     dashboard.install(app)
     app.add_middleware(JsonGuard)  # inside BodyLimit: the size cap applies first
-    manifests = max(settings.max_body_bytes, MANIFEST_BODY_BYTES)
+    manifests = max(settings.api.max_body_bytes, MANIFEST_BODY_BYTES)
     larger = {
-        "/api/v1/uploads/chunks/": settings.upload_chunk_bytes,
+        "/api/v1/uploads/chunks/": settings.storage.upload_chunk_bytes,
         "/api/v1/uploads/missing": manifests,
         "/api/v1/projects": manifests,
         "/api/v1/datasets/": manifests,
     }
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, larger=larger)
+    app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes, larger=larger)
     app.add_middleware(RequestTimer, metrics=prom)
     return app

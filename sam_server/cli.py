@@ -13,7 +13,9 @@ import click
 
 
 def _configure_logging() -> None:
-    level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
+    from sam_server.config import get_settings
+
+    level = get_settings().log_level
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
@@ -92,7 +94,7 @@ def scheduler(interval: float | None, once: bool) -> None:
 
     _configure_logging()
     settings = get_settings()
-    run_scheduler(settings, interval=interval or settings.scheduler_interval_s, once=once)
+    run_scheduler(settings, interval=interval or settings.scheduler.scheduler_interval_s, once=once)
 
 
 @click.group("db")
@@ -112,3 +114,39 @@ def db_upgrade() -> None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_database(url)
     click.echo(f"database upgraded: {settings.shown_database_url}", err=True)
+
+
+SECRETS = {"admin_token"}  # shown as *** (a URL's password is shown as *** too)
+
+
+@click.command("show")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per setting, one a line")
+def config_show(as_json: bool) -> None:
+    """Every effective server setting of this machine and where it came from: the environment
+    variable that set it, the settings file (SAM_SETTINGS_FILE), or the default."""
+    import json
+
+    from sam_server.config import get_settings, origins, redact_url
+    from sam_server.errors import ConfigError
+
+    try:
+        found = origins(get_settings())
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    rows = []
+    for name, value, source in found:
+        shown = "unset" if value is None else str(value)
+        if value is not None and name in SECRETS:
+            shown = "***"
+        elif isinstance(value, str) and "://" in value:
+            shown = redact_url(value)
+        rows.append((name, shown, source))
+    if as_json:
+        for name, shown, source in rows:
+            click.echo(json.dumps({"setting": name, "value": shown, "source": source}))
+        return
+    width = max(len(name) for name, _, _ in rows)
+    value_width = min(40, max(len(shown) for _, shown, _ in rows))
+    click.echo(f"{'SETTING':<{width}}  {'VALUE':<{value_width}}  SOURCE")
+    for name, shown, source in rows:
+        click.echo(f"{name:<{width}}  {shown:<{value_width}}  {source}")

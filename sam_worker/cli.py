@@ -16,7 +16,9 @@ F = TypeVar("F", bound=Callable[..., Any])  # a click command function, decorate
 
 
 def _logging() -> None:
-    level = os.environ.get("SAM_LOG_LEVEL", "INFO").upper()
+    from sam_server.config import get_settings
+
+    level = get_settings().log_level
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     # `sam up` and `sam demo` upgrade a SQLite database on every start: Alembic's INFO lines
@@ -25,9 +27,13 @@ def _logging() -> None:
 
 
 def _probe_sandbox() -> None:
-    """Log what the tenant-code sandbox provides on this worker (or what it lacks: tenant code
-    is then refused job by job, and the worker keeps serving)."""
+    """Hand the sandbox its settings, and log what it provides on this worker (or what it lacks:
+    tenant code is then refused job by job, and the worker keeps serving)."""
     from compiler.sandbox import probe
+    from compiler.sandbox.options import configure
+    from sam_server.config import get_settings
+
+    configure(get_settings().sandbox.options())
 
     found = probe()
     log = logging.getLogger("sam.worker.sandbox")
@@ -43,6 +49,8 @@ def worker() -> None:
 
 
 def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
+    from sam_server.config import get_settings
+
     return [
         "worker",
         "-Q",
@@ -54,7 +62,7 @@ def _celery_argv(queue: str, concurrency: int, name: str) -> list[str]:
         "-n",
         name,
         "--loglevel",
-        os.environ.get("SAM_LOG_LEVEL", "INFO"),
+        get_settings().log_level,
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",
@@ -96,7 +104,7 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
         concurrency = settings.load_cluster().compile_slots
     set_slots(concurrency)
     if metrics_port:
-        serve_metrics(metrics_port, settings.metrics_host)
+        serve_metrics(metrics_port, settings.metrics.metrics_host)
     start_heartbeat()
     _probe_sandbox()
     from compiler.sandbox import warm_sandbox
@@ -104,7 +112,7 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
     warm_sandbox()  # the first trace should not wait for the torch import
     from sam_worker.recycle import install
 
-    install(settings.worker_recycle_rss_bytes)
+    install(settings.worker.worker_recycle_rss_bytes)
     name = f"compile-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv(COMPILE_QUEUE, concurrency, name))
 
@@ -120,21 +128,20 @@ def worker_compile(concurrency: int | None, metrics_port: int) -> None:
 @_metrics_option("SAM_WAFER_METRICS_PORT")
 def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> None:
     """The worker of one simulated wafer: consumes the `wafer.<ID>` queue."""
-    os.environ["SAM_WORKER_WAFER"] = wafer_id
     if concurrency is None:  # as many threads as regions the policy may place on the wafer
         concurrency = _wafer_slots(wafer_id)
     from sam_server.broker import wafer_queue
     from sam_worker.celery_app import get_celery
-    from sam_worker.wafer_host import host
+    from sam_worker.wafer_host import start_host
 
     _logging()
     _probe_sandbox()
-    wafer = host()
+    wafer = start_host(wafer_id)
     wafer.slots = concurrency
     if metrics_port:
         from sam_server.config import get_settings
 
-        wafer.serve_metrics(metrics_port, get_settings().metrics_host)
+        wafer.serve_metrics(metrics_port, get_settings().metrics.metrics_host)
     wafer.beat()
     wafer.start_heartbeat()
     _bound_wafer_memory(concurrency)
@@ -149,12 +156,12 @@ def _bound_wafer_memory(slots: int) -> None:
 
     settings = get_settings()
     limit = wafer_worker_memory_bytes(
-        settings.wafer_worker_memory_bytes, slots, settings.wafer_job_memory_bytes
+        settings.worker.wafer_worker_memory_bytes, slots, settings.worker.wafer_job_memory_bytes
     )
     logging.getLogger("sam.worker.wafer").info(
         "wafer worker memory: RLIMIT_DATA %.1f GiB", limit_data(limit) / 2**30
     )
-    install(settings.worker_recycle_rss_bytes)
+    install(settings.worker.worker_recycle_rss_bytes)
 
 
 def _wafer_slots(wafer_id: str) -> int:

@@ -90,6 +90,6 @@ def start_heartbeat() -> None:
                     heartbeat_compile_server(session, server_id=WORKER_ID, **stats)
             except Exception as exc:  # noqa: BLE001
                 log.warning("compile-server heartbeat failed: %s", exc)
-            threading.Event().wait(settings.heartbeat_s)
+            threading.Event().wait(settings.worker.heartbeat_s)
 
     threading.Thread(target=loop, name="compile-heartbeat", daemon=True).start()

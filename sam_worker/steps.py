@@ -55,10 +55,16 @@ class StepReporter:
         self.noted_ckpt: int | None = None
         self.max_step = -1  # the highest step this attempt has run
         scale = get_settings()
-        self.log_every, self.keep_checkpoints = scale.log_every_steps, scale.checkpoint_keep
+        self.log_every, self.keep_checkpoints = (
+            scale.worker.log_every_steps,
+            scale.storage.checkpoint_keep,
+        )
         if run_opts.get("checkpoint_dir"):
             self.keep_checkpoints = 0  # the user named where they go: the user's to keep
-        self.keep_recent, self.chunk_steps = scale.metrics_recent_steps, scale.metrics_chunk_steps
+        self.keep_recent, self.chunk_steps = (
+            scale.storage.metrics_recent_steps,
+            scale.storage.metrics_chunk_steps,
+        )
         self.step_counter: Any = None  # this wafer's steps counter (Prometheus), when set
         self.flush_timer: Any = None  # this wafer's checkpoint/flush histogram, when set
 

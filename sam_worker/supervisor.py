@@ -91,7 +91,7 @@ class Cluster:
 
     def _metrics_port(self, kind: str, index: int) -> list[str]:
         """`--metrics-port` of the index-th worker of `kind`: the configured base port + index."""
-        base = getattr(self.settings, f"{kind}_metrics_port")
+        base = getattr(self.settings.metrics, f"{kind}_metrics_port")
         return ["--metrics-port", str(base + index)] if base else []
 
     @property

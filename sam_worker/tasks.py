@@ -33,7 +33,7 @@ def compile_task(job_id: str) -> str:
     owner = f"compile:{WORKER_ID}"
     with session_scope(url) as session:
         claim = lifecycle.claim_compile(
-            session, job_id=job_id, owner=owner, lease_s=settings.lease_s
+            session, job_id=job_id, owner=owner, lease_s=settings.worker.lease_s
         )
         sent_at = session.execute(
             select(func.max(JobEvent.at)).where(
@@ -49,7 +49,7 @@ def compile_task(job_id: str) -> str:
     began = time.monotonic()
     try:
         with LeaseKeeper(
-            url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s
+            url, job_id, owner, lease_s=settings.worker.lease_s, every_s=settings.worker.heartbeat_s
         ):
             result, error = run_compile(claim, settings)
     finally:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -140,7 +138,7 @@ class WaferHost:
             )
 
     def start_heartbeat(self) -> None:
-        every = get_settings().heartbeat_s
+        every = get_settings().worker.heartbeat_s
 
         def loop() -> None:
             while not self._stop.is_set():
@@ -153,10 +151,19 @@ class WaferHost:
         threading.Thread(target=loop, name="wafer-heartbeat", daemon=True).start()
 
 
-@lru_cache(maxsize=1)
+_HOST: WaferHost | None = None
+
+
+def start_host(wafer_id: str) -> WaferHost:
+    """Make this process the worker of wafer `wafer_id` (`sam worker wafer --wafer ID` calls it
+    once, before its tasks run); the WaferHost its tasks then find with `host()`."""
+    global _HOST
+    _HOST = WaferHost(wafer_id)
+    return _HOST
+
+
 def host() -> WaferHost:
-    """This process's wafer (named by SAM_WORKER_WAFER, set by `sam worker wafer --wafer ID`)."""
-    wafer_id = os.environ.get("SAM_WORKER_WAFER")
-    if not wafer_id:
+    """This process's wafer (the one `start_host` was given)."""
+    if _HOST is None:
         raise RuntimeError("this worker owns no wafer; start it with `sam worker wafer --wafer ID`")
-    return WaferHost(wafer_id)
+    return _HOST

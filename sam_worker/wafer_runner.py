@@ -40,12 +40,12 @@ def run_on_wafer(job_id: str, attempt: int) -> str:
             attempt=attempt,
             wafer_id=wafer.wafer_id,
             owner=owner,
-            lease_s=settings.lease_s,
+            lease_s=settings.worker.lease_s,
         )
     if claim is None:
         return "skipped"
     with LeaseKeeper(
-        url, job_id, owner, lease_s=settings.lease_s, every_s=settings.heartbeat_s
+        url, job_id, owner, lease_s=settings.worker.lease_s, every_s=settings.worker.heartbeat_s
     ) as lease:
         outcome = _train(claim, settings, wafer, owner, lease)
     with session_scope(url) as session:
@@ -122,7 +122,7 @@ def _checked_artifact(
     import compiler
     from compiler.artifact_check import check_artifact, check_files
 
-    bound = settings.wafer_job_memory_bytes
+    bound = settings.worker.wafer_job_memory_bytes
     check_files(artifact_dir, bound)
     artifact = compiler.load_artifact(artifact_dir, expected_digest=claim.artifact_digest)
     _, _, rows, cols = ctx.region

@@ -1,6 +1,6 @@
 """The operator guide's settings table, generated from `sam_server.config.Settings`.
 
-Each row is one setting: its field, its environment variable, its default and the `#` comment
+Each row is one setting: its field (`section.field` in a section of the tree), its environment variable, its default and the `#` comment
 right above the field in the source (the comment lines touching the field; a comment separated
 by a blank line introduces a group and is not any field's). A field without such a comment is
 an error: every setting an operator can set must say what it does.
@@ -101,7 +101,10 @@ def rows(
     for name, info in settings_cls.model_fields.items():
         nested = info.annotation
         if isinstance(nested, type) and issubclass(nested, BaseModel):
-            inner_prefix = f"{env_prefix}{name.upper()}{delimiter}"
+            # A section that names its own variables' prefix (sam_server.config.Section: SAM_,
+            # so SAM_LEASE_S sets worker.lease_s), else pydantic-settings' nested names.
+            own = getattr(nested, "env_prefix", None)
+            inner_prefix = own if isinstance(own, str) else f"{env_prefix}{name.upper()}{delimiter}"
             out += rows(nested, prefix=f"{prefix}{name}.", env_prefix=inner_prefix)
             continue
         if not comments.get(name):

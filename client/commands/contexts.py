@@ -19,6 +19,25 @@ def config_group() -> None:
     """Contexts in ~/.config/sam/config.toml: set-context, use-context, get-contexts."""
 
 
+@config_group.command(
+    "show", context_settings={"ignore_unknown_options": True, "help_option_names": []}
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def show(args: tuple[str, ...]) -> None:
+    """Every effective setting of the SAM server on this machine and where it came from (the
+    environment variable, the settings file or the default); needs the server packages."""
+    from client.plugins import CONFIG_GROUP, discover_plugins, load_plugin
+
+    entry_point = discover_plugins(CONFIG_GROUP).get("show")
+    if entry_point is None:
+        raise click.ClickException(
+            "`sam config show` shows the server's settings and needs the SAM server packages; "
+            "install the full `sam-scheduler` package"
+        )
+    command = load_plugin("config show", entry_point)
+    command.main(list(args), prog_name="sam config show", standalone_mode=True)
+
+
 @config_group.command("set-context")
 @click.argument("name")
 @click.option("--url", metavar="URL", help="The server URL of this context.")

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from compiler.sandbox import seccomp, spawner
+from compiler.sandbox import options, seccomp, spawner
 from compiler.sandbox.enter import enter as enter_child
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
@@ -61,8 +61,8 @@ _LIB_LINKS = ("/lib", "/lib64", "/lib32")
 
 
 def bwrap_path() -> str:
-    """The bwrap binary: SAM_SANDBOX_BWRAP, else the one on PATH, else /usr/bin/bwrap."""
-    return os.environ.get("SAM_SANDBOX_BWRAP") or _bwrap_on_path() or "/usr/bin/bwrap"
+    """The bwrap binary: the sandbox.bwrap setting, else the one on PATH, else /usr/bin/bwrap."""
+    return options.current().bwrap or _bwrap_on_path() or "/usr/bin/bwrap"
 
 
 @functools.cache
@@ -370,7 +370,7 @@ def _spawn(
     """Start bwrap through the worker's spawner helper (no fork of this process), or, where the
     helper cannot run, fork it here with `enter.enter` as preexec_fn."""
     uid, sources, staged, limits = enter
-    if os.environ.get("SAM_SANDBOX_SPAWNER", "1") != "0":
+    if options.current().spawner:
         opened: list[int] = []
         try:
             fd_in, stdin = _stdin_fd(stdio[0], opened)

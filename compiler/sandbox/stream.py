@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ModelError
-from compiler.sandbox import frames, launcher
+from compiler.sandbox import frames, launcher, options
 from compiler.sandbox.jobdir import child_argv, dataset_binds, mounts
 from compiler.sandbox.limits import DATA_LIMITS, SandboxLimits
 from compiler.sandbox.runner import output_error, prepare, read_result
 
 
 def max_frame_bytes() -> int:
-    """The largest array a make_batch may send (SAM_SANDBOX_MAX_FRAME_BYTES, default 256 MiB)."""
-    return int(os.environ.get("SAM_SANDBOX_MAX_FRAME_BYTES", str(256 * 1024**2)))
+    """The largest array a make_batch may send (the sandbox.max_frame_bytes setting)."""
+    return options.current().max_frame_bytes
 
 
 def stream_batches(

@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 from typing import IO
 
+from compiler.sandbox import options
 from compiler.sandbox.limits import SandboxUnavailable
 
 
 def _pool() -> range:
-    base = int(os.environ.get("SAM_SANDBOX_UID_BASE", "61000"))
-    return range(base, base + int(os.environ.get("SAM_SANDBOX_UID_COUNT", "64")))
+    found = options.current()
+    return range(found.uid_base, found.uid_base + found.uid_count)
 
 
 def _lock_dir() -> Path:

@@ -11,7 +11,6 @@ Nothing is shared between two tasks. SAM_SANDBOX_WARM=0 turns it off.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import threading
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from compiler.sandbox import launcher
+from compiler.sandbox import launcher, options
 from compiler.sandbox.jobdir import child_argv, make_scratch, mounts
 from compiler.sandbox.limits import SandboxLimits
 
@@ -54,7 +53,7 @@ class Slot:
 def warm_sandbox() -> None:
     """Keep one sandbox with default limits pre-started for the next trace (in the background)."""
     global _enabled
-    if os.environ.get("SAM_SANDBOX_WARM", "1") == "0":
+    if not options.current().warm:
         return
     _enabled = True
     _refill_soon()

@@ -48,7 +48,7 @@ async def submit(
     # (SAM_SUBMIT_CONCURRENCY): more threads than that only queue for the GIL.
     state = request.app.state
     if state.submit_limiter is None:
-        state.submit_limiter = anyio.CapacityLimiter(state.settings.submit_concurrency)
+        state.submit_limiter = anyio.CapacityLimiter(state.settings.api.submit_concurrency)
     return await anyio.to_thread.run_sync(
         _submit,
         request,
@@ -111,7 +111,7 @@ def list_jobs(
     """Jobs newest first, a page at a time; follow `next_cursor` until it is null. An array's
     waiting tasks are one row unless `arrays=expand`; `job` (repeatable): only these jobs or
     these arrays' tasks; `view=slim`: `{columns, rows}`, pages of up to SAM_LISTING_MAX_ROWS."""
-    most = FULL_PAGE_MAX if view == "full" else request.app.state.settings.listing_max_rows
+    most = FULL_PAGE_MAX if view == "full" else request.app.state.settings.api.listing_max_rows
     if limit > most:
         hint = "" if view == "slim" else "; view=slim pages are larger"
         raise RequestValidationError(
@@ -279,5 +279,5 @@ def queue(
 @router.get("/cluster")
 def cluster(request: Request, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """Wafers, their regions and the compile servers."""
-    stale = request.app.state.settings.heartbeat_s * 3
+    stale = request.app.state.settings.worker.heartbeat_s * 3
     return observe.cluster(session, principal=principal, stale_s=stale)

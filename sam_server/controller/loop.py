@@ -65,10 +65,10 @@ SUSPENSION_SETTINGS = (
 def policy_config(settings: Settings) -> PolicyConfig:
     """The live policy's knobs (the defaults are SAM's policy)."""
     config = PolicyConfig(
-        min_run_before_preempt_s=settings.preempt_min_run_s,
-        max_preemptions_per_job=settings.max_preemptions_per_job,
+        min_run_before_preempt_s=settings.scheduler.preempt_min_run_s,
+        max_preemptions_per_job=settings.scheduler.max_preemptions_per_job,
     )
-    chosen = {name: getattr(settings, name) for name in SUSPENSION_SETTINGS}
+    chosen = {name: getattr(settings.scheduler, name) for name in SUSPENSION_SETTINGS}
     return replace(config, **{name: value for name, value in chosen.items() if value is not None})
 
 
@@ -129,32 +129,36 @@ def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
     stats: CycleStats,
 ) -> None:
     with session_scope(settings.resolved_database_url) as session:
-        stats.reaped = reap_expired(session, max_attempts=settings.max_attempts)
-        expire_compile_servers(session, older_than_s=settings.compile_server_expire_s)
+        stats.reaped = reap_expired(session, max_attempts=settings.scheduler.max_attempts)
+        expire_compile_servers(session, older_than_s=settings.scheduler.compile_server_expire_s)
         session.flush()
         jobs = load_active_jobs(session)
-        stats.reused = reuse_compiled(session, jobs, limit=settings.bulk_chunk_rows)
+        stats.reused = reuse_compiled(session, jobs, limit=settings.api.bulk_chunk_rows)
         session.flush()
         charge_usage(session, jobs, half_life_s=config.half_life_s)
         # Held, dependent and array-limited jobs wait with a reason, unseen by the policy.
-        gated = gate_jobs(session, jobs, kill_invalid_depend=settings.kill_invalid_depend)
+        gated = gate_jobs(session, jobs, kill_invalid_depend=settings.scheduler.kill_invalid_depend)
         snapshot = build_snapshot(
             session,
             jobs,
             now=now,
             config=config,
             compile_servers=compile_servers,
-            stale_s=settings.heartbeat_s * 3,
+            stale_s=settings.worker.heartbeat_s * 3,
             max_jobs=max_jobs,
             slots_per_server=cluster.compile_slots,
-            slots_per_tenant=settings.compile_slots_per_tenant,
+            slots_per_tenant=settings.scheduler.compile_slots_per_tenant,
             gated=gated,
         )
         rows = {j.id: j for j in jobs}
         selection = ExplainSelection(rows, len(snapshot.jobs))
         decided = plan(snapshot, now, config, explain_only=selection)
         apply_plan(
-            session, decided, rows, dispatch_timeout_s=settings.lease_s * 2, selection=selection
+            session,
+            decided,
+            rows,
+            dispatch_timeout_s=settings.worker.lease_s * 2,
+            selection=selection,
         )
         stats.compiles, stats.starts = len(decided.compiles), len(decided.starts)
         stats.preemptions, stats.waiting = len(decided.preemptions), len(decided.order)
@@ -184,12 +188,14 @@ def dispatch_outbox(settings: Settings, send: Sender) -> int:
 def purge_history(settings: Settings) -> int:
     """Retention: delete the logs and step metrics of jobs ended more than
     `history_retention_days` ago (in batches, until none is left); returns how many jobs."""
-    if settings.history_retention_days <= 0:
+    if settings.scheduler.history_retention_days <= 0:
         return 0
     purged = 0
     while True:
         with session_scope(settings.resolved_database_url) as session:
-            ids = purge_ended(session, older_than_s=settings.history_retention_days * 86400)
+            ids = purge_ended(
+                session, older_than_s=settings.scheduler.history_retention_days * 86400
+            )
         purged += len(ids)
         if not ids:
             return purged
@@ -210,9 +216,11 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     signal.signal(signal.SIGINT, lambda *_: stopping.update(now=True))
     last_marker, last_cycle, last_purge = -1, 0.0, 0.0
     metrics = SchedulerMetrics(sessionmaker(engine_for(settings.resolved_database_url)))
-    if settings.scheduler_metrics_port:
+    if settings.metrics.scheduler_metrics_port:
         metrics.serve(
-            settings.scheduler_metrics_port, settings.metrics_host, token=settings.metrics_token
+            settings.metrics.scheduler_metrics_port,
+            settings.metrics.metrics_host,
+            token=settings.metrics.metrics_token,
         )
     while not stopping["now"]:
         if not leader.try_acquire():
@@ -237,7 +245,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
                         stats.seconds,
                     )
             dispatch_outbox(settings, send)
-            if time.monotonic() - last_purge >= settings.history_purge_every_s:
+            if time.monotonic() - last_purge >= settings.scheduler.history_purge_every_s:
                 last_purge = time.monotonic()
                 if purged := purge_history(settings):
                     log.info("retention: purged the logs and metrics of %d ended jobs", purged)

@@ -64,7 +64,7 @@ def submit_array(
     transaction (with settings; without, all in the caller's one transaction), so a large
     array never holds the database for long.
     """
-    max_tasks = settings.max_array_tasks if settings is not None else MAX_ARRAY_TASKS
+    max_tasks = settings.api.max_array_tasks if settings is not None else MAX_ARRAY_TASKS
     array = parse_array(directives.array or "", max_tasks=max_tasks)
     array_id = new_job_id()
     count = len(array.indices)
@@ -74,7 +74,7 @@ def submit_array(
     check_submittable(session, principal, first)
     if check_first is not None:  # the submit's own checks (its data sets)
         check_first(first)
-    default_limit = settings.max_queued_jobs if settings is not None else None
+    default_limit = settings.api.max_queued_jobs if settings is not None else None
     check_queued_quota(session, principal, adding=count, default_limit=default_limit)
     base = new_job_values(principal, first, files, None, digest)
     # The files are stored once, on the array (lifecycle reads them from there).

@@ -55,10 +55,10 @@ class Pace:
     def of(cls, settings: Any, session: Session) -> Pace:
         """The settings' pace for `session`'s database (`bulk_pause_s` unset: 0.1 s on SQLite,
         where a writer blocks every other writer, none on PostgreSQL's row locks)."""
-        pause = settings.bulk_pause_s
+        pause = settings.api.bulk_pause_s
         if pause is None:
             pause = 0.1 if session.get_bind().dialect.name == "sqlite" else 0.0
-        return cls(chunk_rows=min(settings.bulk_chunk_rows, MAX_CHUNK_ROWS), pause_s=pause)
+        return cls(chunk_rows=min(settings.api.bulk_chunk_rows, MAX_CHUNK_ROWS), pause_s=pause)
 
 
 @dataclass

@@ -76,7 +76,7 @@ def submit_job(
     check_submittable(session, principal, parsed)
     _check_uploads(settings, tenant, parsed, files)
     check_queued_quota(
-        session, principal, default_limit=settings.max_queued_jobs if settings else None
+        session, principal, default_limit=settings.api.max_queued_jobs if settings else None
     )
     values = new_job_values(principal, parsed, files, idempotency_key, digest)
     values.update(directives.columns())

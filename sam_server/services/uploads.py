@@ -47,7 +47,7 @@ def storage_limit(session: Session, settings: Settings, tenant_id: int) -> tuple
     row = session.execute(
         select(Tenant.storage_bytes, Tenant.max_storage_bytes).where(Tenant.id == tenant_id)
     ).one()
-    limit = settings.max_storage_bytes if row[1] is None else int(row[1])
+    limit = settings.storage.max_storage_bytes if row[1] is None else int(row[1])
     return int(row[0] or 0), limit
 
 
@@ -94,12 +94,12 @@ def missing_chunks(
     """Which of `chunks` ([{sha256, size}]) the tenant has not stored, and whether they fit in
     its storage (a 413 now rather than after gigabytes were sent)."""
     sizes = {chunk.sha256: chunk.size for chunk in chunks}
-    if any(size > settings.upload_chunk_bytes for size in sizes.values()):
+    if any(size > settings.storage.upload_chunk_bytes for size in sizes.values()):
         # cut for another chunk size: the client cuts again with this one (chunk_bytes)
         return {
             "missing": list(sizes),
             "missing_bytes": 0,
-            "chunk_bytes": settings.upload_chunk_bytes,
+            "chunk_bytes": settings.storage.upload_chunk_bytes,
         }
     have = blob_store(settings).chunk_sizes(tenant, sizes)
     missing = [d for d in sizes if d not in have]
@@ -107,7 +107,11 @@ def missing_chunks(
     used, limit = storage_limit(session, settings, tenant_id)
     if used + adding > limit:
         raise _over_storage(used, adding, limit, _limit_source(session, tenant_id))
-    return {"missing": missing, "missing_bytes": adding, "chunk_bytes": settings.upload_chunk_bytes}
+    return {
+        "missing": missing,
+        "missing_bytes": adding,
+        "chunk_bytes": settings.storage.upload_chunk_bytes,
+    }
 
 
 def store_chunk(
@@ -116,10 +120,10 @@ def store_chunk(
     """Store one chunk after checking its size and SHA-256; counted once per tenant."""
     if not DIGEST.match(digest):
         raise InvalidSpec(f"{digest!r} is not a lowercase hex SHA-256 digest")
-    if len(data) > settings.upload_chunk_bytes:
+    if len(data) > settings.storage.upload_chunk_bytes:
         raise PayloadTooLarge(
             f"a chunk of {len(data)} bytes is over SAM_UPLOAD_CHUNK_BYTES="
-            f"{settings.upload_chunk_bytes}; split files into chunks of at most that"
+            f"{settings.storage.upload_chunk_bytes}; split files into chunks of at most that"
         )
     actual = hashlib.sha256(data).hexdigest()
     if actual != digest:
@@ -161,10 +165,10 @@ def check_manifest(
 ) -> Manifest:
     """The manifest's files, checked: plain unique paths, sizes within the limits, every chunk
     stored for this tenant and adding up to its file's size; 413/422 naming what is wrong."""
-    if len(rows) > settings.max_project_files:
+    if len(rows) > settings.storage.max_project_files:
         raise PayloadTooLarge(
             f"{what}: {len(rows)} files, over the limit SAM_MAX_PROJECT_FILES="
-            f"{settings.max_project_files}; leave some out (.samignore) or make a data set"
+            f"{settings.storage.max_project_files}; leave some out (.samignore) or make a data set"
         )
     files: list[FileEntry] = []
     seen: set[str] = set()
@@ -176,10 +180,10 @@ def check_manifest(
         if entry.path in seen:
             raise InvalidSpec(f"{what}: {entry.path!r} is listed twice")
         seen.add(entry.path)
-        if entry.size > settings.max_file_bytes:
+        if entry.size > settings.storage.max_file_bytes:
             raise PayloadTooLarge(
                 f"{what}: {entry.path} is {entry.size} bytes ({_gib(entry.size)}), over the "
-                f"limit SAM_MAX_FILE_BYTES={settings.max_file_bytes} ({_gib(settings.max_file_bytes)})"
+                f"limit SAM_MAX_FILE_BYTES={settings.storage.max_file_bytes} ({_gib(settings.storage.max_file_bytes)})"
             )
         total += entry.size
         files.append(entry)
@@ -203,11 +207,11 @@ def _check_chunks(settings: Settings, tenant: str, files: list[FileEntry], what:
     wanted = {c for f in files for c in f.chunks}
     have = blob_store(settings).chunk_sizes(tenant, wanted)
     for entry in files:
-        expected = -(-entry.size // settings.upload_chunk_bytes)
+        expected = -(-entry.size // settings.storage.upload_chunk_bytes)
         if len(entry.chunks) != expected:
             raise InvalidSpec(
                 f"{what}: {entry.path} has {len(entry.chunks)} chunks; {entry.size} bytes in "
-                f"chunks of {settings.upload_chunk_bytes} make {expected}"
+                f"chunks of {settings.storage.upload_chunk_bytes} make {expected}"
             )
         lost = [c for c in entry.chunks if c not in have]
         if lost:
@@ -224,7 +228,7 @@ def commit_project(settings: Settings, tenant: str, rows: list[Any]) -> dict[str
 
     An unchanged project (its manifest already stored) costs a stat: nothing is built again."""
     manifest = check_manifest(
-        settings, tenant, rows, what="project", max_total=settings.max_project_bytes
+        settings, tenant, rows, what="project", max_total=settings.storage.max_project_bytes
     )
     store = blob_store(settings)
     if not store.has_manifest(tenant, manifest.digest):

@@ -175,7 +175,7 @@ def test_concurrent_submits_all_get_an_answer_and_never_pass_max_queued_jobs(set
 
     from sam_server.app import create_app
 
-    limited = settings.model_copy(update={"submit_concurrency": concurrency})
+    limited = settings.updated(submit_concurrency=concurrency)
     with TestClient(create_app(limited)) as client:
         make_tenant(client, "busy", max_queued_jobs=3)
         who = make_user(client, "busy", "u")

@@ -50,9 +50,9 @@ def test_old_ended_jobs_lose_logs_and_metrics_but_keep_their_row(client, setting
         lifecycle.log(s, recent, "still here")
     _end(url, recent, days_ago=1)
 
-    assert purge_history(settings.model_copy(update={"history_retention_days": 0})) == 0
-    assert purge_history(settings.model_copy(update={"history_retention_days": 30})) == 1
-    assert purge_history(settings.model_copy(update={"history_retention_days": 30})) == 0
+    assert purge_history(settings.updated(history_retention_days=0)) == 0
+    assert purge_history(settings.updated(history_retention_days=30)) == 1
+    assert purge_history(settings.updated(history_retention_days=30)) == 0
 
     assert _rows(url, old) == 0
     logs = client.get(f"/api/v1/jobs/{old}/logs", headers=alice)

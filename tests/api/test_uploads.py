@@ -99,7 +99,7 @@ def test_a_chunk_must_match_its_hash_and_the_chunk_size(client, settings) -> Non
     alice, _ = alice_and_eve(client)
     r = client.put(f"/api/v1/uploads/chunks/{sha(b'a')}", content=b"b", headers=alice)
     assert r.status_code == 422 and "altered" in r.json()["detail"]
-    settings.upload_chunk_bytes = 1 << 16
+    settings.storage.upload_chunk_bytes = 1 << 16
     big = b"x" * ((1 << 16) + 1)
     r = client.put(f"/api/v1/uploads/chunks/{sha(big)}", content=big, headers=alice)
     assert r.status_code == 413 and "SAM_UPLOAD_CHUNK_BYTES" in r.json()["detail"]
@@ -124,7 +124,7 @@ def test_storage_quota_is_a_413_naming_the_limit_and_the_usage(client) -> None: 
 
 def test_project_limits_and_paths(client, settings) -> None:  # type: ignore[no-untyped-def]
     alice, _ = alice_and_eve(client)
-    settings.max_project_files = 2
+    settings.storage.max_project_files = 2
     rows = put_files(client, alice, {"a": b"1", "b": b"2", "c": b"3"})
     r = client.post("/api/v1/projects", json={"files": rows}, headers=alice)
     assert (
@@ -132,7 +132,11 @@ def test_project_limits_and_paths(client, settings) -> None:  # type: ignore[no-
         and "3 files" in r.json()["detail"]
         and "SAM_MAX_PROJECT_FILES=2" in r.json()["detail"]
     )
-    settings.max_project_files, settings.max_file_bytes, settings.max_project_bytes = 10, 4, 6
+    (
+        settings.storage.max_project_files,
+        settings.storage.max_file_bytes,
+        settings.storage.max_project_bytes,
+    ) = 10, 4, 6
     for files, words in (
         ({"big": b"12345"}, ["big is 5 bytes", "SAM_MAX_FILE_BYTES=4"]),
         ({"a": b"1234", "b": b"123"}, ["7 bytes", "SAM_MAX_PROJECT_BYTES=6"]),

@@ -93,7 +93,7 @@ def test_sam_data_put_ls_du_rm(live_server, user, tmp_path: Path, settings) -> N
         listed.exit_code == 0 and "digits" in listed.stdout and "/datasets/digits" in listed.stdout
     )
     du = json.loads(sam(url, user, "data", "du", "-o", "json").stdout)
-    assert du["bytes"] == 1022 and du["limit"] == settings.max_storage_bytes
+    assert du["bytes"] == 1022 and du["limit"] == settings.storage.max_storage_bytes
     one = sam(url, user, "data", "put", "single", str(folder / "x.npy"))
     assert one.exit_code == 0 and "1 files" in one.stderr and "(sent 0 B)" in one.stderr
     gone = sam(url, user, "data", "rm", "digits")

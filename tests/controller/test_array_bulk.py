@@ -26,9 +26,7 @@ CHUNK = 200
 def bulk_settings(settings, tmp_path):  # type: ignore[no-untyped-def]
     path = tmp_path / "cluster.yaml"
     path.write_text("wafers:\n  - {id: w0, arch: wse2, rows: 32, cols: 32}\ncompile_servers: 1\n")
-    return settings.model_copy(
-        update={"cluster": path, "bulk_chunk_rows": CHUNK, "bulk_pause_s": 0.0}
-    )
+    return settings.updated(cluster=path, bulk_chunk_rows=CHUNK, bulk_pause_s=0.0)
 
 
 @pytest.fixture
@@ -269,7 +267,7 @@ def test_admission_limits_refuse_with_the_numbers(settings):  # type: ignore[no-
 
     from sam_server.app import create_app
 
-    limited = settings.model_copy(update={"max_queued_jobs": 50, "max_array_tasks": 40})
+    limited = settings.updated(max_queued_jobs=50, max_array_tasks=40)
     with TestClient(create_app(limited)) as api:
         make_tenant(api, "lab")
         alice = make_user(api, "lab", "alice")

@@ -163,7 +163,7 @@ def test_claim_is_compare_and_set_and_lost_lease_requeues(api, cluster_settings)
 
 def test_repeatedly_lost_job_fails_with_worker_lost(api, cluster_settings):
     job_id = _compiled_job(api, cluster_settings)
-    for _ in range(cluster_settings.max_attempts):
+    for _ in range(cluster_settings.scheduler.max_attempts):
         run_cycle(cluster_settings)
         _expire_lease(cluster_settings, job_id)
     run_cycle(cluster_settings)
@@ -365,7 +365,7 @@ def test_selective_suspension_stops_a_long_job_of_the_same_class_in_the_live_cyc
     normal class, through the path a higher class takes: L's worker is asked to checkpoint, L
     goes back to pending, and the next cycle starts S. With the factor 0 a normal-class S
     waits; a high-class S preempts L either way."""
-    settings = cluster_settings.model_copy(update={"suspend_factor": suspend_factor})
+    settings = cluster_settings.updated(suspend_factor=suspend_factor)
     make_tenant(api, "acme")
     alice = make_user(api, "acme", "alice")
 
@@ -434,7 +434,7 @@ def test_a_resumed_job_runs_the_minimum_time_from_its_restart_before_it_is_stopp
     (SAM_PREEMPT_MIN_RUN_S, 60 s) and the policy's time left count from the restart, as the
     worker gives each attempt the job's whole time limit. Two minutes after the restart, H2
     preempts it."""
-    settings = cluster_settings.model_copy(update={"suspend_factor": 0.0})
+    settings = cluster_settings.updated(suspend_factor=0.0)
     make_tenant(api, "acme")
     alice = make_user(api, "acme", "alice")
     url = settings.resolved_database_url

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from sam_server.config import Settings
+from sam_server.config import Settings, setting_names
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "operator-guide.md"
@@ -30,7 +30,12 @@ settings_table = _load(ROOT / "scripts" / "settings_table.py", "settings_table")
 
 def test_every_setting_has_a_comment_above_its_field() -> None:
     found = settings_table.rows(Settings)
-    assert {row.field for row in found} == set(Settings.model_fields)
+    names = [
+        (f"{section}.{name}" if section else name, env) for section, name, env in setting_names()
+    ]
+    assert [(row.field, row.env) for row in found] == names
+    assert ("worker.lease_s", "SAM_LEASE_S") in names  # a section keeps the flat variable
+    assert ("sandbox.bwrap", "SAM_SANDBOX_BWRAP") in names
     assert all(row.comment for row in found)
 
 
@@ -46,6 +51,7 @@ def test_the_operator_guide_shows_the_current_table() -> None:
 
 SAMPLE = """
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -54,6 +60,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Limits(BaseModel):
     # Jobs at once.
     jobs: int = 4
+
+
+class Worker(BaseModel):
+    env_prefix: ClassVar[str] = "SAM_"
+    # Seconds a lease lasts.
+    lease_s: float = 30.0
 
 
 class Sample(BaseSettings):
@@ -69,6 +81,7 @@ class Sample(BaseSettings):
     poll_s: float = 0.5
     # The limits.
     limits: Limits = Limits()
+    worker: Worker = Worker()
     flag: bool = False
 """
 
@@ -86,6 +99,7 @@ def test_comments_defaults_and_nested_settings_and_a_missing_comment(tmp_path: P
         ("data_dir", "SAM_DATA_DIR", "`./data`", "Where things go, on two lines."),
         ("poll_s", "SAM_POLL_S", "`0.5`", "Seconds | between polls."),
         ("limits.jobs", "SAM_LIMITS__JOBS", "`4`", "Jobs at once."),
+        ("worker.lease_s", "SAM_LEASE_S", "`30.0`", "Seconds a lease lasts."),
         ("flag", "SAM_FLAG", "`false`", "Off by default."),
     ]
     text = settings_table.table(found)

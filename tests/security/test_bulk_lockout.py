@@ -25,7 +25,7 @@ CHUNK = 200  # 20 chunks with a pause after each: the cancel lasts a few seconds
 
 @pytest.fixture
 def server(settings) -> Iterator[LiveServer]:  # type: ignore[no-untyped-def]
-    slow = settings.model_copy(update={"bulk_chunk_rows": CHUNK, "bulk_pause_s": 0.15})
+    slow = settings.updated(bulk_chunk_rows=CHUNK, bulk_pause_s=0.15)
     with LiveServer(slow) as live:
         yield live
 

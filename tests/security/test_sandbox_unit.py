@@ -15,8 +15,16 @@ from pathlib import Path
 import pytest
 
 from compiler.errors import ModelError
-from compiler.sandbox import SandboxLimits, SandboxUnavailable, probe, run_task, stream_batches
+from compiler.sandbox import (
+    SandboxLimits,
+    SandboxUnavailable,
+    options,
+    probe,
+    run_task,
+    stream_batches,
+)
 from compiler.sandbox.seccomp import DENIED, build_filter, syscall_numbers
+from sam_domain.sandbox import SandboxOptions
 from tests.compiler.conftest import file_spec, make_spec
 from tests.security.hostile import assert_contained, attack_source, parse_report
 
@@ -146,7 +154,7 @@ def test_out_of_range_labels_are_refused() -> None:
 
 
 def test_a_missing_bwrap_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SAM_SANDBOX_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.setattr(options, "_current", SandboxOptions(bwrap="/nonexistent/bwrap"))
     with pytest.raises(SandboxUnavailable) as info:
         run_task("empty", {}, {}, FAST)
     assert info.value.kind == "internal"

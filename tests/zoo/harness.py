@@ -30,7 +30,7 @@ from compiler.errors import CompileError, CompileOOM, UnsupportedOperator
 from compiler.model_source import build_model, load_batch_function
 from compiler.sandbox import SandboxLimits
 from compiler.training import OptimizerConfig, compute_loss
-from sam_server.config import Settings
+from sam_server.config import WorkerSettings
 from sam_server.schemas.job_spec import JobSpec
 from wse_sim import Wafer
 
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ZOO_DIR = ROOT / "examples" / "zoo"
 EXPECTED_FILE = Path(__file__).with_name("expected.yaml")
 RTOL = 1e-3
-JOB_MEMORY_BYTES: int = Settings.model_fields["wafer_job_memory_bytes"].default
+JOB_MEMORY_BYTES: int = WorkerSettings.model_fields["wafer_job_memory_bytes"].default
 MIN_STEPS = 5
 # The CUDA build of torch maps about 3.3 GB of address space at import (timm about 3.6 GB), and
 # tracing a transformers model on a loaded machine takes minutes: the zoo compiles with 8 GB and
