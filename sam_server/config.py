@@ -342,18 +342,12 @@ class Settings(BaseSettings):
         if not isinstance(data, dict):
             return data
         where = {name: section for section, name, _ in setting_names() if section}
-        routed: dict[str, Any] = {}
+        routed = {key: value for key, value in data.items() if key not in where}
         for key, value in data.items():
             section = where.get(key)
-            if section is None:
-                routed[key] = value
-            else:
-                inner = routed.setdefault(section, {})
-                if isinstance(inner, dict):
-                    inner.setdefault(key, value)
-        for section in SECTIONS:
-            if isinstance(data.get(section), dict) and isinstance(routed.get(section), dict):
-                routed[section] = {**data[section], **routed[section]}
+            if section is not None:
+                inner = routed.get(section)
+                routed[section] = {**(inner if isinstance(inner, dict) else {}), key: value}
         return routed
 
     @field_validator("log_level", mode="before")

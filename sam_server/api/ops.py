@@ -43,7 +43,9 @@ def metrics(request: Request) -> Response:
     token that is neither, 403 for another user's."""
     header = request.headers.get("authorization")
     token = bearer(header)
-    if token is not None and not is_scrape_token(token, request.app.state.settings.metrics.metrics_token):
+    if token is not None and not is_scrape_token(
+        token, request.app.state.settings.metrics.metrics_token
+    ):
         with request.app.state.sessions() as session:
             principal = principal_from_header(session, header)  # 401 for an unknown token
         if not principal.is_admin:

@@ -23,6 +23,8 @@ BOUNDARIES = {
     "sam_server/api/prom.py": "a uvicorn worker process learns it is one of several from "
     "PROMETHEUS_MULTIPROC_DIR, the variable prometheus_client itself reads",
     "sam_worker/supervisor.py": "`sam up` builds the environment of the processes it starts",
+    "client/sam/runner.py": "`from sam import Runner` runs inside the user's own training script, "
+    "a process SAM does not start: SAM_RUNNER=local is the switch it reads there",
     "compiler/sandbox/child.py": "the sandbox child sets SAM_ARRAY_* for the tenant code it runs "
     "(its make_batch may read them); it reads nothing",
 }
