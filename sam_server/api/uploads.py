@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Request, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from sam_server.api.deps import PrincipalDep, SessionDep
 from sam_server.services import dataset_store, uploads
@@ -35,7 +35,7 @@ class FileRow(BaseModel):
     path: str = Field(min_length=1, max_length=uploads.MAX_PATH_CHARS)
     size: int = Field(ge=0)
     sha256: str = Field(pattern=SHA256)
-    chunks: list[str] = Field(max_length=1_000_000)
+    chunks: list[Annotated[str, StringConstraints(pattern=SHA256)]] = Field(max_length=1_000_000)
 
 
 class ManifestBody(BaseModel):

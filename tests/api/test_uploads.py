@@ -105,6 +105,17 @@ def test_a_chunk_must_match_its_hash_and_the_chunk_size(client, settings) -> Non
     assert r.status_code == 413 and "SAM_UPLOAD_CHUNK_BYTES" in r.json()["detail"]
 
 
+def test_a_manifest_naming_a_chunk_that_is_no_digest_is_a_422(client) -> None:  # type: ignore[no-untyped-def]
+    """Found by tests/security/test_schema_fuzz.py: a chunk name that is no SHA-256 reached the
+    blob store's path builder and answered 500."""
+    alice, _ = alice_and_eve(client)
+    row = {"path": "a.py", "size": 1, "sha256": sha(b"a"), "chunks": ["m\x10\U000f4cde"]}
+    for url, method in (("/api/v1/projects", "POST"), ("/api/v1/datasets/d", "PUT")):
+        r = client.request(method, url, json={"files": [row]}, headers=alice)
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["field"] == "files.0.chunks.0", r.text
+
+
 def test_storage_quota_is_a_413_naming_the_limit_and_the_usage(client) -> None:  # type: ignore[no-untyped-def]
     alice, _ = alice_and_eve(client)
     r = client.put("/api/v1/tenants/acme/quota", json={"max_storage_bytes": 1000}, headers=ADMIN)
