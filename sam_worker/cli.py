@@ -144,24 +144,30 @@ def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> N
         wafer.serve_metrics(metrics_port, get_settings().metrics.metrics_host)
     wafer.beat()
     wafer.start_heartbeat()
-    _bound_wafer_memory(concurrency)
+    wafer.memory.budget = _bound_wafer_memory(concurrency)
     name = f"wafer-{wafer_id}-{os.getpid()}@{socket.gethostname()}"
     get_celery().worker_main(_celery_argv(wafer_queue(wafer_id), concurrency, name))
 
 
-def _bound_wafer_memory(slots: int) -> None:
-    """RLIMIT_DATA for this wafer worker and its recycling (`sam_worker.recycle`)."""
+def _bound_wafer_memory(slots: int) -> int:
+    """RLIMIT_DATA for this wafer worker and its recycling (`sam_worker.recycle`); the bytes its
+    jobs may plan to hold together (`sam_worker.host_memory`)."""
     from sam_server.config import get_settings
-    from sam_worker.recycle import install, limit_data, wafer_worker_memory_bytes
+    from sam_worker.recycle import install, jobs_share, limit_data, wafer_worker_memory_bytes
 
     settings = get_settings()
     limit = wafer_worker_memory_bytes(
         settings.worker.wafer_worker_memory_bytes, slots, settings.worker.wafer_job_memory_bytes
     )
+    in_force = limit_data(limit)
+    budget = jobs_share(in_force)
     logging.getLogger("sam.worker.wafer").info(
-        "wafer worker memory: RLIMIT_DATA %.1f GiB", limit_data(limit) / 2**30
+        "wafer worker memory: RLIMIT_DATA %.1f GiB, %.1f GiB of it for its jobs' planned steps",
+        in_force / 2**30,
+        budget / 2**30,
     )
     install(settings.worker.worker_recycle_rss_bytes)
+    return budget
 
 
 def _wafer_slots(wafer_id: str) -> int:

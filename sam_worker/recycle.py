@@ -48,6 +48,12 @@ def wafer_worker_memory_bytes(setting: int, slots: int, job_bytes: int) -> int:
     return min(slots * job_bytes + _BASE_BYTES, int(0.9 * machine_memory_bytes()))
 
 
+def jobs_share(limit: int) -> int:
+    """Of a wafer worker's RLIMIT_DATA `limit`, the bytes its jobs' checked plans may hold
+    together: all but the worker's own footprint (at least half of it)."""
+    return max(limit - _BASE_BYTES, limit // 2)
+
+
 def limit_data(limit: int) -> int:
     """Set this process's soft RLIMIT_DATA to `limit` (never above the hard limit, which is left
     alone so a sandbox started from here can still set its own); returns the limit in force."""

@@ -13,6 +13,7 @@ from prometheus_client.core import GaugeMetricFamily
 from sam_server.config import get_settings
 from sam_server.db.session import session_scope
 from sam_server.services.lifecycle import heartbeat_wafer
+from sam_worker.host_memory import HostMemory
 from sam_worker.identity import WORKER_ID
 from sam_worker.run import RunContext
 
@@ -93,6 +94,8 @@ class WaferHost:
         self.lock = threading.Lock()  # the wafer's region table is shared by the worker's threads
         self._stop = threading.Event()
         self.slots = cfg.max_jobs  # the worker's threads (`sam worker wafer` sets the real count)
+        # Host memory its jobs reserve by their checked plans (`sam worker wafer` bounds it).
+        self.memory = HostMemory()
         self.steps = STEPS.labels(self.wafer_id)
         self.checkpoint_seconds = CHECKPOINT.labels(self.wafer_id)
 

@@ -89,9 +89,11 @@ def _train(
         return RunOutcome.failed(*error)
     ctx = RunContext(claim, settings, owner, lease, reporter, ckpt_dir)
     artifact_dir = artifact_root(settings) / (claim.compile_key or "")
+    run_key = f"{claim.job_id}/{owner}"
     try:
-        artifact = _checked_artifact(artifact_dir, claim, settings, wafer, ctx)
-        job = wafer.load(artifact, ctx)
+        artifact, planned = _checked_artifact(artifact_dir, claim, settings, wafer, ctx)
+        # The plan's bytes are this run's alone while it runs (sam_worker.host_memory).
+        wafer.memory.reserve(run_key, planned, waiting=lambda why: _say(reporter, why))
     except ArtifactCorrupt as exc:
         return _set_aside(url, artifact_dir, claim, exc)
     except (ArtifactInvalid, HostOOM) as exc:  # the trusted check refused it: never run
@@ -100,13 +102,28 @@ def _train(
         reporter.flush()
         return RunOutcome.failed(exc.kind, exc.message)
     except Exception as exc:  # noqa: BLE001 - a bad artifact fails this job, not the worker
-        log.exception("loading %s failed", claim.job_id)
-        kind = _failure_kind(exc, "compile_oom" if isinstance(exc, SramCapacityError) else None)
-        return RunOutcome.failed(kind, f"loading the artifact failed: {exc}")
+        log.exception("checking %s failed", claim.job_id)
+        return RunOutcome.failed(_failure_kind(exc), f"loading the artifact failed: {exc}")
     try:
-        return _run_steps(ctx, job)
+        try:
+            job = wafer.load(artifact, ctx)
+        except Exception as exc:  # noqa: BLE001 - a bad artifact fails this job, not the worker
+            log.exception("loading %s failed", claim.job_id)
+            sram = isinstance(exc, SramCapacityError)
+            kind = _failure_kind(exc, "compile_oom" if sram else None)
+            return RunOutcome.failed(kind, f"loading the artifact failed: {exc}")
+        try:
+            return _run_steps(ctx, job)
+        finally:
+            wafer.release(ctx, job)
     finally:
-        wafer.release(ctx, job)
+        wafer.memory.release(run_key)
+
+
+def _say(reporter: StepReporter, line: str) -> None:
+    """A line in the job's log now (not at the next step's flush): the user sees why it waits."""
+    reporter.line(line)
+    reporter.flush()
 
 
 def _checked_artifact(
@@ -115,8 +132,8 @@ def _checked_artifact(
     settings: Settings,
     wafer: WaferHost,
     ctx: RunContext,
-) -> Any:
-    """The job's artifact once its hashes match and the trusted side has checked what it would
+) -> tuple[Any, int]:
+    """The job's artifact and the host bytes its steps plan to hold, once its hashes match and the trusted side has checked what it would
     run (`compiler.artifact_check`: shapes re-derived, kernels, SRAM and host bytes planned):
     it came out of the compile sandbox, where tenant code could have written anything."""
     import compiler
@@ -133,7 +150,7 @@ def _checked_artifact(
         checked.nodes,
         checked.host_bytes / 2**20,
     )
-    return artifact
+    return artifact, int(checked.host_bytes)
 
 
 def _failure_kind(exc: BaseException, default: str | None = None) -> str:
