@@ -8,16 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from sam_domain.jobs import JobState
 
-class JobState(StrEnum):
-    QUEUED = "queued"
-    COMPILING = "compiling"
-    PENDING = "pending"
-    RUNNING = "running"
-    CANCELLING = "cancelling"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+__all__ = ["JobState"]  # the enum is the shared vocabulary's (sam_domain); the moves are here
 
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})

@@ -104,6 +104,7 @@ Backends: Wafer(..., backend="numpy" | "torch"); see wse_sim.backend.Backend.
 
 from __future__ import annotations
 
+from sam_domain.geometry import Rect
 from wse_sim.arch import WSE2, WSE3, Arch, get_arch
 from wse_sim.backend import Backend, get_backend
 from wse_sim.block import (
@@ -129,7 +130,7 @@ from wse_sim.errors import (
     UnknownBufferError,
     WseSimError,
 )
-from wse_sim.fabric import Rect, Region, Wafer
+from wse_sim.fabric import Region, Wafer
 
 __all__ = [
     "WSE2",

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.collectives import allreduce, broadcast_col, broadcast_row, reduce_col, reduce_row
 from wse_sim.errors import RectError
-from wse_sim.fabric import Rect, Region, Wafer
+from wse_sim.fabric import Region, Wafer
 
 N, S, E, W, RAMP = 0, 1, 2, 3, 4
 

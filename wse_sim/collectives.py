@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from wse_sim.fabric import Rect, Region
+from sam_domain.geometry import Rect
+from wse_sim.fabric import Region
 
 N, S, E, W, RAMP = 0, 1, 2, 3, 4
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.block import shift
 from wse_sim.collectives import allreduce, broadcast_col, broadcast_row, reduce_col, reduce_row
-from wse_sim.fabric import Rect, Region
+from wse_sim.fabric import Region
 
 __all__ = [
     "shift",

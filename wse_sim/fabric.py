@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.arch import Arch, get_arch
 from wse_sim.backend import Backend, get_backend
 from wse_sim.errors import RectError, RegionError, SramCapacityError, UnknownBufferError
 
-Rect = tuple[int, int, int, int]  # (row, col, rows, cols), region-relative
 PORTS = ("N", "S", "E", "W", "RAMP")  # link_busy's last axis: four out-links, then RAMP delivery
 
 

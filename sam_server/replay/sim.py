@@ -13,12 +13,13 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from sam_domain.geometry import Rect
+from sam_domain.jobs import CLASS_RANK
 from sam_server.replay.metrics import SimResult, summarize
 from sam_server.replay.swf import TraceJob, shape_for_pes
 from sam_server.scheduling.fairshare import update_usage
-from sam_server.scheduling.geometry import FreeSpace, Rect
+from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.model import (
-    CLASS_RANK,
     Allocation,
     JobId,
     PolicyConfig,

@@ -19,8 +19,8 @@ from itertools import chain
 
 import numpy as np
 
-Rect = tuple[int, int, int, int]
-"""(row, col, rows, cols)."""
+from sam_domain.geometry import Rect
+
 Mer = tuple[int, int, int, int]
 """(r0, c0, r1, c1), half-open."""
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sam_server.scheduling.geometry import FreeSpace, Rect
+from sam_domain.geometry import Rect
+from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.placement import FitIndex
 
 

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
+from sam_domain.jobs import (
+    CLASS_RANK as CLASS_RANK,  # re-exported: the policy's modules read it here
+)
+from sam_domain.jobs import PriorityClass
 from sam_server.scheduling.shapes import MAX_ASPECT
 
 JobId = int | str
 """A job's id. All ids in one snapshot must be of one type (they are sorted for tie-breaks)."""
 
-PriorityClass = Literal["low", "normal", "high", "urgent"]
 JobState = Literal["queued", "compiling", "pending", "running"]
-
-CLASS_RANK: dict[str, int] = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
-"""Priority classes in increasing order; a job may only preempt jobs of a strictly lower rank."""
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, eq
 
+from sam_domain.jobs import CLASS_RANK
 from sam_server.scheduling.explain import ClusterView, estimate_starts, job_reasons
 from sam_server.scheduling.fairshare import bounded_slowdown, slowdown_so_far
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.layers import Layer, add_layer, occupy_everywhere
 from sam_server.scheduling.migration import choose_migration
 from sam_server.scheduling.model import (
-    CLASS_RANK,
     JobExplain,
     JobId,
     Plan,

@@ -19,16 +19,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sam_domain.geometry import Rect
+from sam_domain.jobs import CLASS_RANK
 from sam_server.scheduling.fairshare import slowdown_so_far
 from sam_server.scheduling.geometry import (
     FreeSpace,
     Mer,
-    Rect,
     fits_in,
     maximal_empty_rects,
     occupy,
 )
-from sam_server.scheduling.model import CLASS_RANK, PolicyConfig, PolicyJob
+from sam_server.scheduling.model import PolicyConfig, PolicyJob
 from sam_server.scheduling.placement import best_fit_on
 
 

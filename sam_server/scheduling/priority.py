@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from sam_domain.jobs import CLASS_RANK
 from sam_server.scheduling.fairshare import combined_factor, tenant_factors, user_factor
 from sam_server.scheduling.model import (
-    CLASS_RANK,
     PolicyConfig,
     PolicyJob,
     PriorityBreakdown,

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sam_server.scheduling.geometry import FreeSpace, Mer, Rect, fits_in, occupy, pareto_front
+from sam_domain.geometry import Rect
+from sam_server.scheduling.geometry import FreeSpace, Mer, fits_in, occupy, pareto_front
 from sam_server.scheduling.placement import best_fit_on, corner_spots, first_fit_on
 from sam_server.scheduling.shapes import Shape, free_space_shapes
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sam_domain.jobs import PriorityClass
 from sam_server.schemas.numbers import (
     INT32_MAX,
     INT64_MAX,
@@ -352,7 +353,7 @@ class JobSpec(_Strict):
     """A whole job.yaml."""
 
     name: str = Field(min_length=1, max_length=128)
-    priority: Literal["low", "normal", "high", "urgent"] = "normal"
+    priority: PriorityClass = "normal"
     mode: Literal["train", "compile_only", "validate_only"] = "train"
     model: ModelSpec
     data: DataSpec = Field(default_factory=DataSpec)

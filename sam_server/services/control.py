@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sam_domain.jobs import CLASS_RANK
 from sam_server.db.models import Job, JobLog
 from sam_server.errors import Forbidden, InvalidSpec, InvalidTransition, JobNotFound
 from sam_server.schemas.job_spec import parse_duration
@@ -33,8 +34,6 @@ from sam_server.services.bulk import Pace
 from sam_server.services.jobs import cancel_job
 from sam_server.services.transitions import TERMINAL, JobState
 from sam_server.states import WAITING
-
-PRIORITY_RANK = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 
 
 def resolve(session: Session, *, principal: Principal, job_id: str) -> list[Job]:
@@ -212,9 +211,9 @@ def update(
     """Change a job's priority class, time limit or name (or every task's, for an array)."""
     if priority is None and time_limit is None and name is None:
         raise InvalidSpec("nothing to update: give priority, time_limit or name")
-    if priority is not None and priority not in PRIORITY_RANK:
+    if priority is not None and priority not in CLASS_RANK:
         raise InvalidSpec(
-            f"priority {priority!r} is not one of {', '.join(PRIORITY_RANK)}",
+            f"priority {priority!r} is not one of {', '.join(CLASS_RANK)}",
             errors=[{"field": "priority", "message": "low | normal | high | urgent"}],
         )
     seconds = _seconds(time_limit) if time_limit is not None else None
@@ -232,7 +231,7 @@ def update(
                 job,
                 principal,
                 f"priority ({job.priority} -> {priority})",
-                raising=PRIORITY_RANK[priority] > PRIORITY_RANK[job.priority],
+                raising=CLASS_RANK[priority] > CLASS_RANK[job.priority],
                 once_started="priority matters only before it starts",
             )
             changes.append(f"priority {job.priority} -> {priority}")

@@ -20,15 +20,13 @@ from typing import Any
 from sqlalchemy import Table, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
+from sam_domain.geometry import Rect
 from sam_server.broker import COMPILE_QUEUE, COMPILE_TASK, RUN_TASK, wafer_queue
 from sam_server.db.models import Job, JobAttempt, JobLog, OutboxMessage, Tenant, User
 from sam_server.db.types import as_utc, utcnow
 from sam_server.scheduling import update_usage
 from sam_server.services.transitions import transition
 from sam_server.states import HOLDS_REGION, JobState, RunEnd
-
-# (row, col, rows, cols) of a region on a wafer
-Rect = tuple[int, int, int, int]
 
 
 def send_to_compile(session: Session, job: Job, *, deadline: datetime) -> None:

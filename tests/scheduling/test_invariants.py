@@ -7,8 +7,9 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sam_domain.jobs import CLASS_RANK
 from sam_server.scheduling import Allocation, PolicyConfig, PolicyQuota, plan
-from sam_server.scheduling.model import CLASS_RANK, PolicyJob
+from sam_server.scheduling.model import PolicyJob
 from sam_server.scheduling.shapes import MAX_WASTE, flexible_shapes
 
 from .factories import job, overlaps, snapshot

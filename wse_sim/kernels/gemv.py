@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.block import compute
 from wse_sim.dataops import broadcast_col_data, reduce_row_data
-from wse_sim.fabric import Rect, Region
+from wse_sim.fabric import Region
 from wse_sim.kernels.common import KernelResult, compute_cycles, tiles
 
 

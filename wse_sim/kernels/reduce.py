@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.arch import WSE2, Arch
 from wse_sim.dataops import allreduce_data
-from wse_sim.fabric import Rect, Region
+from wse_sim.fabric import Region
 from wse_sim.kernels.common import KernelResult
 
 

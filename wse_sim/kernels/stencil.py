@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.block import compute, shift
-from wse_sim.fabric import Rect, Region
+from wse_sim.fabric import Region
 from wse_sim.kernels.common import KernelResult, compute_cycles
 
 FLOPS_PER_POINT = 13  # 7 multiplies, 6 adds

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from sam_domain.geometry import Rect
 from wse_sim.fabric import Region, Wafer
 from wse_sim.runtime.blas import limit_blas_threads
 from wse_sim.runtime.program import Program, compile_program
 from wse_sim.runtime.timing import StepCharger, build_plan
 
-Rect = tuple[int, int, int, int]
 _MEMORY_KINDS = ("weights", "gradients", "optimizer", "activations")
 
 

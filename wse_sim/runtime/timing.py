@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 import wse_sim
+from sam_domain.geometry import Rect
 from wse_sim.fabric import Region
 from wse_sim.ops import (
     BATCH_NORM_OPS,
@@ -36,7 +37,6 @@ from wse_sim.ops import (
 )
 from wse_sim.runtime.kernels.matmul import summa_steps
 
-Rect = tuple[int, int, int, int]
 # Ops charged a row reduction: the sum-like reductions, the row-wise kernels (softmax, layer
 # norm, the losses' forwards), batch norm's per-channel sums, and a prefix sum (the transformer
 # zoo's position and mask construction scans each PE's tile and passes the running carry east
