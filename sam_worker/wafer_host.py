@@ -61,6 +61,11 @@ class _WaferGauges:
             ),
             ("sam_wafer_sram_used_bytes", "SRAM the running jobs hold, all PEs together", sram),
             (
+                "sam_wafer_host_memory_reserved_bytes",
+                "Host memory the running jobs' checked plans reserve (sam_worker.host_memory)",
+                h.memory.held,
+            ),
+            (
                 "sam_wafer_fragmentation_ratio",
                 "1 - largest free rectangle / free PEs (0 when nothing or one rectangle is free)",
                 space.fragmentation(),

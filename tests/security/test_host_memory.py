@@ -9,6 +9,7 @@ not fit beside the others waits, and fails host_oom only when it never could or 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -81,3 +82,21 @@ def test_without_a_bound_nothing_waits() -> None:
 def test_the_jobs_share_leaves_the_worker_its_own_footprint() -> None:
     assert jobs_share(20 * GiB) == 18 * GiB
     assert jobs_share(3 * GiB) == 3 * GiB // 2  # a small limit: half for the jobs
+
+
+def test_the_wafer_worker_s_metrics_show_what_its_jobs_reserve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sam_server.config import get_settings
+    from sam_worker.wafer_host import WaferHost, _WaferGauges
+
+    for name in [k for k in os.environ if k.startswith("SAM_")]:
+        monkeypatch.delenv(name)
+    get_settings.cache_clear()
+    try:
+        host = WaferHost("wse-0")  # the default cluster's
+        host.memory.reserve("job/run", 123 * MiB)
+        gauges = {f.name: f.samples[0].value for f in _WaferGauges(host).collect()}
+        assert gauges["sam_wafer_host_memory_reserved_bytes"] == 123 * MiB
+    finally:
+        get_settings.cache_clear()
