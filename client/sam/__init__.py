@@ -4,6 +4,7 @@ Importing it needs no torch (the script imports torch itself); `Runner.train` su
 script's folder to SAM, or trains in eager PyTorch with `local=True` / SAM_RUNNER=local.
 """
 
-from .runner import Runner, RunnerError, RunResult
+from .result import RunnerError, RunResult
+from .runner import Runner
 
 __all__ = ["Runner", "RunnerError", "RunResult"]

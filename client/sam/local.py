@@ -8,9 +8,12 @@ imported here: every tensor comes from the script, which imports torch itself.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .runner import Runner, RunnerError, RunResult
+from .result import RunnerError, RunResult
+
+if TYPE_CHECKING:
+    from .runner import Runner
 
 
 def batch_pair(batch: Any, where: str) -> tuple[Any, Any]:

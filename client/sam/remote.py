@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .runner import Runner, RunnerError
+from .result import RunnerError
+
+if TYPE_CHECKING:
+    from .runner import Runner
 
 
 def train_remotely(
