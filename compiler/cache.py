@@ -1,6 +1,6 @@
 """The compile cache: content-addressed artifacts plus a cheap request index.
 
-- `request_key` hashes what the user sent (the compile-relevant spec fields, the uploaded files,
+- `request_key` hashes what the user sent (the spec's compile sections, sam_domain.compile, the uploaded files,
   region shape, arch, mode, compiler and torch versions) without tracing: a hit costs a hash and
   a small JSON read.
 - `content_key` hashes what was compiled (the canonical graph, the initial tensors, the compile
@@ -25,9 +25,7 @@ import numpy as np
 
 from compiler import COMPILER_VERSION
 from compiler.ir import canonical_json
-
-# Spec sections that change the compiled step; run_options, resources, names do not.
-_KEYED_SECTIONS = ("model", "data", "train", "compile_options")
+from sam_domain.compile import compile_sections
 
 
 @lru_cache(maxsize=1)
@@ -59,7 +57,7 @@ def request_key(
     `namespace` (the tenant) is part of every key, so one tenant's compile is never a cache hit
     for another's: the cache cannot tell a tenant what others compiled.
     """
-    keyed = {s: spec.get(s) for s in _KEYED_SECTIONS}
+    keyed = compile_sections(spec)  # the spec sections that change the compiled step
     body = {
         "spec": keyed,
         "files": dict(sorted(files.items())),

@@ -1,3 +1,4 @@
 """SAM's shared vocabulary: plain types every layer may import (the server, the workers, the
-compiler and the simulator). It imports nothing but the standard library's typing and
-dataclasses, so importing it costs nothing and drags in no layer (.importlinter checks it)."""
+compiler and the simulator): `geometry.Rect`; `jobs` (JobState, PriorityClass, CLASS_RANK);
+`compile` (CompileKey, CompiledArtifact); `sandbox` (SandboxOptions). It imports only the
+standard library, so importing it costs nothing and drags in no layer (.importlinter checks it)."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from compiler.arch import normalize_arch
+from sam_domain.compile import CompiledArtifact
 from sam_server.config import Settings
 from sam_server.errors import SamError
 from sam_server.services.lifecycle import Claim
@@ -32,7 +32,7 @@ def job_project(claim: Claim, settings: Settings) -> Path | None:
 
 def run_compile(
     claim: Claim, settings: Settings
-) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+) -> tuple[CompiledArtifact | None, tuple[str, str] | None]:
     """(result, None) on success, (None, (kind, message)) on a compile failure."""
     import compiler
     from compiler.errors import CompileError
@@ -64,9 +64,6 @@ def run_compile(
         artifact = str(Path(result.artifact_dir).resolve().relative_to(root))
     summary = dict(result.summary or {})
     summary["artifact_path"] = artifact
-    return {
-        "cache_key": artifact or result.cache_key,
-        "cache_hit": result.cache_hit,
-        "seconds": result.seconds,
-        "summary": summary,
-    }, None
+    return CompiledArtifact(
+        artifact or result.cache_key, bool(result.cache_hit), float(result.seconds), summary
+    ), None

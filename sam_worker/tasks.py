@@ -55,13 +55,13 @@ def compile_task(job_id: str) -> str:
     finally:
         count("busy", -1)
     count("compiles")
-    if result and result["cache_hit"]:
+    if result and result.cache_hit:
         count("cache_hits")
     outcome = (
         CompileOutcome.FAILED
         if result is None
         else CompileOutcome.CACHE_HIT
-        if result["cache_hit"]
+        if result.cache_hit
         else CompileOutcome.SUCCEEDED
     )
     record(outcome, time.monotonic() - began)

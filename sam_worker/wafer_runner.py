@@ -205,10 +205,10 @@ def _artifact_for_region(
     if error is not None or result is None:
         return claim, error or ("internal", "the compile for the chosen shape returned nothing")
     log.info(
-        "job %s: artifact for its %dx%d region: %s", claim.job_id, rows, cols, result["cache_key"]
+        "job %s: artifact for its %dx%d region: %s", claim.job_id, rows, cols, result.cache_key
     )
-    digest = (result.get("summary") or {}).get("artifact_sha256")
-    return replace(claim, compile_key=str(result["cache_key"]), artifact_digest=digest), None
+    digest = (result.summary or {}).get("artifact_sha256")
+    return replace(claim, compile_key=result.cache_key, artifact_digest=digest), None
 
 
 def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:

@@ -19,6 +19,7 @@ from typing import Any, cast
 from sqlalchemy import Table, insert, select
 from sqlalchemy.orm import Session
 
+from sam_domain.compile import compile_inputs
 from sam_server.db.models import Job, JobArray, JobEvent
 from sam_server.errors import InvalidSpec
 
@@ -197,15 +198,17 @@ def insert_events(session: Session, constant: dict[str, Any], rows: list[tuple[s
 
 
 def placeholders_reach_compile(spec: dict[str, Any]) -> bool:
-    """Whether a `${SAM_ARRAY_*}` sits in a value that feeds the compile hash (all but the name,
-    priority and time limit): if not, every task shares the first task's compiled program."""
-    outside = {k: v for k, v in spec.items() if k not in ("name", "priority", "resources")}
+    """Whether a `${SAM_ARRAY_*}` sits in a value that feeds the compile key (its inputs, or what
+    sets the region's shape: the resources but their time limit, `pes`, `region`): if not,
+    every task shares the first task's compiled program."""
+    feeding: dict[str, Any] = {**compile_inputs(spec), "pes": spec.get("pes")}
+    feeding["region"] = spec.get("region")
     resources = spec.get("resources")
     if isinstance(resources, dict):
-        outside["resources"] = {k: v for k, v in resources.items() if k != "time_limit"}
-    elif resources is not None:
-        outside["resources"] = resources
-    return has_placeholders(outside)
+        feeding["resources"] = {k: v for k, v in resources.items() if k != "time_limit"}
+    else:
+        feeding["resources"] = resources
+    return has_placeholders(feeding)
 
 
 def insert_rows(

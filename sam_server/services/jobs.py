@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import ColumnDefault, Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
+from sam_domain.compile import CompileKey
 from sam_server.db.models import Job, JobArray, JobEvent, JobLog, Tenant, Wafer
 from sam_server.db.types import utcnow
 from sam_server.errors import (
@@ -232,21 +233,11 @@ def compile_hash(
     *,
     dumped: dict[str, Any] | None = None,
 ) -> str:
-    """A hash of everything a compile depends on: two jobs with the same hash can share one
-    artifact (name, priority and time limit do not change the compiled program). The tenant is
-    part of it: another tenant's identical job compiles afresh, so reuse reveals nothing.
-    `dumped`: the spec's `model_dump(mode="json", by_alias=True)` when the caller has it (it is
-    not changed)."""
-    if dumped is None:
-        body = spec.model_dump(mode="json", by_alias=True)
-    else:
-        body = {**dumped, "resources": dict(dumped["resources"])}
-    for key in ("name", "priority", "array_task"):
-        body.pop(key, None)
-    body["resources"].pop("time_limit", None)
-    body["resources"]["shape"] = list(spec.resources.shape())
-    text = json.dumps({"spec": body, "files": files, "tenant": tenant_id}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """The digest of the job's `CompileKey` (sam_domain.compile): two jobs with the same hash
+    can share one artifact. `dumped`: the spec's `model_dump(mode="json", by_alias=True)` when
+    the caller has it."""
+    body = spec.model_dump(mode="json", by_alias=True) if dumped is None else dumped
+    return CompileKey.of(body, spec.resources.shape(), files, tenant_id).digest()
 
 
 def _idempotent_replay(session: Session, principal: Principal, key: str, digest: str) -> Job | None:

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
@@ -177,7 +178,7 @@ def finish_compile(
     *,
     job_id: str,
     owner: str,
-    result: dict[str, Any] | None,
+    result: CompiledArtifact | None,
     error: tuple[str, str] | None = None,
 ) -> str | None:
     """Record a compile's outcome; the job goes on to `pending` (or ends). Returns the new state."""
@@ -197,11 +198,11 @@ def finish_compile(
     return job.state
 
 
-def _record_compile(session: Session, job: Job, result: dict[str, Any]) -> None:
-    job.compile_key = result["cache_key"]
-    job.compile_cache_hit = bool(result["cache_hit"])
-    job.compile_seconds = float(result["seconds"])
-    job.compile_summary = cap_json(result.get("summary"))
+def _record_compile(session: Session, job: Job, result: CompiledArtifact) -> None:
+    job.compile_key = result.cache_key
+    job.compile_cache_hit = result.cache_hit
+    job.compile_seconds = result.seconds
+    job.compile_summary = cap_json(result.summary)
     hit = "cache hit" if job.compile_cache_hit else "compiled"
     log(session, job.id, f"{hit} in {job.compile_seconds:.3f}s (artifact {job.compile_key[:16]})")
     if job.mode in ("compile_only", "validate_only"):
@@ -218,9 +219,7 @@ def reuse_artifact(
     """A queued job whose compile inputs match an earlier successful compile takes its
     content-addressed artifact at once, with no trip through a compile server."""
     transition(session, job, JobState.COMPILING, reason="identical compile already done")
-    _record_compile(
-        session, job, {"cache_key": artifact, "cache_hit": True, "seconds": 0.0, "summary": summary}
-    )
+    _record_compile(session, job, CompiledArtifact(artifact, True, 0.0, summary))
 
 
 def reuse_artifacts(

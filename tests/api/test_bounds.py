@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.db.models import Job, JobLog
 from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
@@ -90,7 +91,7 @@ def test_an_inflated_compile_summary_is_not_stored(client, settings):
     with session_scope(url) as session:
         assert lifecycle.claim_compile(session, job_id=job_id, owner="c1", lease_s=30)
     summary = {"artifact_sha256": "ab" * 32, "network_isolation": "x" * (5 << 20)}
-    result = {"cache_key": "artifacts/k", "cache_hit": False, "seconds": 1.0, "summary": summary}
+    result = CompiledArtifact("artifacts/k", False, 1.0, summary)
     with session_scope(url) as session:
         lifecycle.finish_compile(session, job_id=job_id, owner="c1", result=result)
     with session_scope(url) as session:

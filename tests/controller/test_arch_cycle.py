@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
@@ -50,7 +51,7 @@ def test_wse3_and_wse2_jobs_land_on_wafers_of_their_arch(api, mixed_settings):
         with session_scope(url) as s:
             assert lifecycle.claim_compile(s, job_id=job_id, owner="c", lease_s=30) is not None
         with session_scope(url) as s:
-            done = {"cache_key": job_id, "cache_hit": False, "seconds": 0.1, "summary": {}}
+            done = CompiledArtifact(job_id, False, 0.1, {})
             lifecycle.finish_compile(s, job_id=job_id, owner="c", result=done)
     assert run_cycle(mixed_settings).starts == 2
     with session_scope(url) as s:

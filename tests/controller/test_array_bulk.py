@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job, JobAccounting, JobEvent, JobLog
 from sam_server.db.session import session_scope
@@ -61,7 +62,7 @@ def _compile_first(settings: Any, array_id: str) -> None:
     with session_scope(url) as s:
         assert lifecycle.claim_compile(s, job_id=first, owner="c", lease_s=30)
     with session_scope(url) as s:
-        result = {"cache_key": "k-artifact", "cache_hit": False, "seconds": 0.1}
+        result = CompiledArtifact("k-artifact", False, 0.1)
         lifecycle.finish_compile(s, job_id=first, owner="c", result=result)
 
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
@@ -76,7 +77,7 @@ def _cycle(settings, outcome: dict[str, str] | None = None) -> dict[str, Job]:  
                 assert lifecycle.claim_compile(s, job_id=job.id, owner="c", lease_s=30)
         if job.state == "compiling":
             with session_scope(url) as s:
-                result = {"cache_key": f"k{job.compile_hash}", "cache_hit": False, "seconds": 0.1}
+                result = CompiledArtifact(f"k{job.compile_hash}", False, 0.1)
                 lifecycle.finish_compile(s, job_id=job.id, owner="c", result=result)
     return _jobs(settings)
 

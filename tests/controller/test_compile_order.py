@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.controller.loop import run_cycle
 from sam_server.db.models import Job
 from sam_server.db.session import session_scope
@@ -46,7 +47,7 @@ def test_the_earlier_of_two_identical_jobs_starts_first(client, settings, tmp_pa
         with session_scope(url) as s:
             assert lifecycle.claim_compile(s, job_id=job.id, owner="c", lease_s=30)
         with session_scope(url) as s:
-            result = {"cache_key": "k-same", "cache_hit": False, "seconds": 0.1}
+            result = CompiledArtifact("k-same", False, 0.1)
             lifecycle.finish_compile(s, job_id=job.id, owner="c", result=result)
     for _ in range(2):
         run_cycle(cluster)

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
+from sam_domain.compile import CompiledArtifact
 from sam_server.controller.loop import dispatch_outbox, run_cycle
 from sam_server.controller.snapshot import forget_active_jobs
 from sam_server.db.models import CompileServer, Job, JobAttempt, OutboxMessage
@@ -51,7 +52,7 @@ def _compile_ok(settings, job_id: str) -> None:  # type: ignore[no-untyped-def]
     with session_scope(url) as s:
         assert lifecycle.claim_compile(s, job_id=job_id, owner="c1", lease_s=30) is not None
     with session_scope(url) as s:
-        result = {"cache_key": "k", "cache_hit": False, "seconds": 0.1, "summary": {}}
+        result = CompiledArtifact("k", False, 0.1, {})
         assert lifecycle.finish_compile(s, job_id=job_id, owner="c1", result=result) == "pending"
 
 
@@ -181,7 +182,7 @@ def test_compile_only_job_succeeds_without_a_region(api, cluster_settings):
     with session_scope(url) as s:
         lifecycle.claim_compile(s, job_id=job_id, owner="c", lease_s=30)
     with session_scope(url) as s:
-        result = {"cache_key": "k", "cache_hit": True, "seconds": 0.01, "summary": {}}
+        result = CompiledArtifact("k", True, 0.01, {})
         assert lifecycle.finish_compile(s, job_id=job_id, owner="c", result=result) == "succeeded"
     job = api.get(f"/api/v1/jobs/{job_id}", headers=alice).json()
     assert job["state"] == "succeeded" and job["region"] is None

@@ -1,0 +1,73 @@
+"""What a compile depends on (one `CompileKey`) and what it gives back (`CompiledArtifact`).
+
+The server hashes a `CompileKey` to know which queued jobs can share one artifact
+(`Job.compile_hash`); the compiler's cache keys its request index on the same spec sections
+(`COMPILE_SECTIONS`). Run options, data loading, names, priorities and time limits are not
+compile inputs: jobs that differ only in them share one compiled program."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+COMPILE_SECTIONS = ("model", "data", "train", "compile_options")
+"""The job spec's sections that change the compiled step."""
+
+
+def compile_sections(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The compile sections of a spec (as JSON: the API's dump or the stored spec)."""
+    return {name: spec.get(name) for name in COMPILE_SECTIONS}
+
+
+def compile_inputs(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Every part of a spec a compile reads: its sections, the mode and the project's digest
+    (the region's shape, computed from `resources`, is the key's own field)."""
+    return {**compile_sections(spec), "mode": spec.get("mode"), "project": spec.get("project")}
+
+
+@dataclass(frozen=True)
+class CompileKey:
+    """One compile's identity: equal keys compile to the same program, so a queued job can take
+    an artifact compiled for another. The tenant is part of it: another tenant's identical job
+    compiles afresh, so reuse reveals nothing across tenants."""
+
+    inputs: Mapping[str, Any]  # compile_inputs(spec)
+    shape: tuple[int, int]  # the region's rows and cols
+    files: Mapping[str, str]  # the uploaded sources by name
+    tenant: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        spec: Mapping[str, Any],
+        shape: tuple[int, int],
+        files: Mapping[str, str],
+        tenant: int | None = None,
+    ) -> CompileKey:
+        return cls(compile_inputs(spec), (int(shape[0]), int(shape[1])), files, tenant)
+
+    def digest(self) -> str:
+        """The key as 64 hex digits (the `compile_hash` column)."""
+        body = {
+            "inputs": dict(self.inputs),
+            "shape": list(self.shape),
+            "files": dict(self.files),
+            "tenant": self.tenant,
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompiledArtifact:
+    """A finished compile as the compile worker reports it to the services (or as a reused
+    artifact is recorded): the artifact's path under the store (or the cache key of a
+    validate-only compile), whether the compiler's cache had it, the seconds it took, and the
+    compiler's summary (memory plan, op counts, `artifact_sha256`, `artifact_path`)."""
+
+    cache_key: str
+    cache_hit: bool
+    seconds: float
+    summary: dict[str, Any] | None = field(default=None)

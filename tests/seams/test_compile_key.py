@@ -1,0 +1,68 @@
+"""One compile identity: the server's compile hash (which queued jobs share an artifact) and the
+compiler's request key read the same spec sections (sam_domain.compile)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from compiler.cache import request_key
+from sam_domain.compile import COMPILE_SECTIONS, CompileKey
+from sam_server.schemas.job_spec import JobSpec
+from sam_server.services.arrays import placeholders_reach_compile
+from sam_server.services.jobs import compile_hash
+
+FILES = {"model.py": "import torch\n"}
+SPEC: dict[str, Any] = {
+    "name": "a",
+    "model": {"file": "model.py", "class": "Net"},
+    "resources": {"pes": 64},
+}
+
+
+def _hash(raw: dict[str, Any], tenant: int = 1) -> str:
+    return compile_hash(JobSpec.model_validate(raw), FILES, tenant)
+
+
+def test_what_does_not_change_the_program_does_not_change_the_hash() -> None:
+    base = _hash(SPEC)
+    renamed = {**SPEC, "name": "b", "priority": "high"}
+    longer = copy.deepcopy(SPEC)
+    longer["run_options"] = {"num_epochs": 9}
+    assert _hash(renamed) == _hash(longer) == base
+
+
+def test_compile_inputs_the_shape_and_the_tenant_change_it() -> None:
+    base = _hash(SPEC)
+    fp16 = {**SPEC, "compile_options": {"fp16_enabled": True}}
+    bigger = {**SPEC, "resources": {"pes": 256}}
+    assert len({base, _hash(fp16), _hash(bigger), _hash(SPEC, tenant=2)}) == 4
+    assert _hash({**SPEC, "mode": "validate_only"}) != base
+
+
+def test_the_compiler_keys_its_cache_on_the_same_sections() -> None:
+    spec = JobSpec.model_validate(SPEC).model_dump(mode="json", by_alias=True)
+    key = request_key(spec, FILES, (8, 8), "wse2", "compile", "1")
+    assert (
+        request_key(
+            {**spec, "run_options": {"total_steps": 5}}, FILES, (8, 8), "wse2", "compile", "1"
+        )
+        == key
+    )
+    for section in COMPILE_SECTIONS:
+        changed = {**spec, section: {**(spec.get(section) or {}), "x": 1}}
+        assert request_key(changed, FILES, (8, 8), "wse2", "compile", "1") != key, section
+
+
+def test_a_placeholder_reaches_the_compile_only_through_its_inputs_or_shape() -> None:
+    assert not placeholders_reach_compile({**SPEC, "run_options": {"seed": "${SAM_ARRAY_TASK_ID}"}})
+    assert not placeholders_reach_compile({**SPEC, "name": "t${SAM_ARRAY_TASK_ID}"})
+    assert placeholders_reach_compile({**SPEC, "train": {"lr": "${SAM_ARRAY_TASK_ID}"}})
+    assert placeholders_reach_compile({**SPEC, "resources": {"pes": "${SAM_ARRAY_TASK_ID}"}})
+
+
+def test_the_key_is_a_frozen_value() -> None:
+    key = CompileKey.of({"model": {"file": "m.py"}}, (4, 4), FILES, 3)
+    assert key == CompileKey.of({"model": {"file": "m.py"}}, (4, 4), FILES, 3)
+    assert key.digest() == CompileKey.of({"model": {"file": "m.py"}}, (4, 4), FILES, 3).digest()
+    assert len(key.digest()) == 64
