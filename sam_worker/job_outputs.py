@@ -9,6 +9,10 @@ from typing import Any
 
 import numpy as np
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from wse_sim.runtime.job import LoadedJob
+
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40}
 
 
@@ -48,7 +52,7 @@ class EpochTracker:
         return line
 
 
-def model_weights(job: Any) -> dict[str, np.ndarray]:
+def model_weights(job: LoadedJob) -> dict[str, np.ndarray]:
     """The model's parameters and buffers (e.g. BatchNorm running statistics) under the model's
     own names ("fc1.weight"), from a loaded job's state; optimizer state is left out."""
     out = {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -16,6 +15,11 @@ from sam_server.services.lifecycle import heartbeat_wafer
 from sam_worker.host_memory import HostMemory
 from sam_worker.identity import WORKER_ID
 from sam_worker.run import RunContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from compiler.artifact import Artifact
+    from wse_sim.runtime.job import LoadedJob
 
 log = logging.getLogger("sam.worker.wafer")
 
@@ -110,7 +114,7 @@ class WaferHost:
         start_http_server(port, addr=host, registry=REGISTRY)
         log.info("wafer %s metrics on http://%s:%d/metrics", self.wafer_id, host, port)
 
-    def load(self, artifact: Any, ctx: RunContext) -> Any:
+    def load(self, artifact: Artifact, ctx: RunContext) -> LoadedJob:
         """Load `artifact` into the run's region of this wafer (the region is the job's)."""
         from wse_sim import runtime
 
@@ -124,7 +128,7 @@ class WaferHost:
         artifact.tensors.clear()
         return job
 
-    def release(self, ctx: RunContext, job: Any) -> None:
+    def release(self, ctx: RunContext, job: LoadedJob) -> None:
         """Free the run's region (and the loaded job's buffers)."""
         owner = ctx.job_id
         with self.lock:

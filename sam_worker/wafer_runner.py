@@ -24,6 +24,12 @@ from sam_worker.run import RunContext, RunOutcome
 from sam_worker.steps import StepReporter
 from sam_worker.wafer_host import WaferHost, host
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the compiler's and the simulator's runtime import only where a job runs
+    from compiler.artifact import Artifact
+    from wse_sim.runtime.job import LoadedJob
+    from wse_sim.runtime.training import TrainOutcome
+
 log = logging.getLogger("sam.worker.wafer")
 
 
@@ -132,7 +138,7 @@ def _checked_artifact(
     settings: Settings,
     wafer: WaferHost,
     ctx: RunContext,
-) -> tuple[Any, int]:
+) -> tuple[Artifact, int]:
     """The job's artifact and the host bytes its steps plan to hold, once its hashes match and the trusted side has checked what it would
     run (`compiler.artifact_check`: shapes re-derived, kernels, SRAM and host bytes planned):
     it came out of the compile sandbox, where tenant code could have written anything."""
@@ -218,7 +224,7 @@ def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
     return int(run_opts.get("checkpoint_every", 0)) or None
 
 
-def _run_steps(ctx: RunContext, job: Any) -> RunOutcome:
+def _run_steps(ctx: RunContext, job: LoadedJob) -> RunOutcome:
     """Train the loaded `job` from where its checkpoints (or init_from) say, to its last step."""
     import compiler
     from wse_sim import runtime
@@ -292,7 +298,7 @@ def _datasets(ctx: RunContext) -> dict[str, Path]:
 
 
 def _resume(
-    job: Any, claim: lifecycle.Claim, ckpt_dir: Path, reporter: StepReporter
+    job: LoadedJob, claim: lifecycle.Claim, ckpt_dir: Path, reporter: StepReporter
 ) -> tuple[int, int] | None:
     """Load the checkpoint the database names, if it still has the hash recorded when it was
     written; None with none named or a bad one (other files in the folder are never loaded).
@@ -315,7 +321,7 @@ def _resume(
     return step, int(state.get("_steps_done", step)) - step
 
 
-def _restore(ctx: RunContext, job: Any) -> tuple[int, int]:
+def _restore(ctx: RunContext, job: LoadedJob) -> tuple[int, int]:
     """Load the job's own newest checkpoint (as _resume checks it), else the one
     run_options.init_from names (checked against the hash written beside it).
 
@@ -358,7 +364,7 @@ def _prefetched(
     return loader
 
 
-def _outcome(ctx: RunContext, result: Any, job: Any) -> RunOutcome:
+def _outcome(ctx: RunContext, result: TrainOutcome, job: LoadedJob) -> RunOutcome:
     """Save what a finished run leaves (final weights, a preemption checkpoint, the performance
     report) and say how it ended."""
     from wse_sim import runtime
