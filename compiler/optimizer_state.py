@@ -1,15 +1,14 @@
-"""The optimizer's state and learning rates, computed eagerly before a step is captured.
+"""The optimizer's state, computed eagerly before a step is captured.
 
 `initial_optimizer_state` materializes a torch.optim optimizer's per-parameter state (the values
-before its first update) so the captured graph takes them as inputs; `lr_tables` steps an
-lr_scheduler eagerly to tabulate each param group's learning rate per step or per epoch, which
-the graph indexes by its step input. Both leave the user's objects as they were.
+before its first update) so the captured graph takes them as inputs, and finds state whose first
+update torch computes differently (created by the update itself). The user's objects are left
+as they were.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -141,57 +140,3 @@ def plain_group(group: dict[str, Any], *, traced: bool = False) -> None:
             group[key] = False if key == "foreach" else None
     if traced and "capturable" in group:
         group["capturable"] = True
-
-
-def scheduler_period(
-    scheduler: Any, per: str | None, steps_per_epoch: int | None, total_steps: int | None
-) -> str | None:
-    """'step', 'epoch', 'auto' (decided by whether the step calls scheduler.step()) or None."""
-    if scheduler is None:
-        return None
-    if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-        raise ModelError(
-            "ReduceLROnPlateau sets the learning rate from the loss value, which the wafer "
-            "computes; use a schedule of the step count (StepLR, CosineAnnealingLR, LambdaLR...)"
-        )
-    if per not in (None, "step", "epoch"):
-        raise ValueError(f"scheduler_per must be 'step', 'epoch' or None, not {per!r}")
-    if not total_steps or total_steps < 1:
-        raise ValueError("a scheduler needs total_steps (how many steps the job runs)")
-    if per == "epoch" and not steps_per_epoch:
-        raise ValueError("scheduler_per='epoch' needs steps_per_epoch")
-    return per or "auto"
-
-
-def lr_tables(
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    per: str | None,
-    steps_per_epoch: int | None,
-    total_steps: int | None,
-) -> list[torch.Tensor] | None:
-    """Each param group's learning rate of update 0, 1, ... (per step or per epoch) as a float64
-    table, computed by stepping the scheduler eagerly; the scheduler and the optimizer's learning
-    rates are restored afterwards."""
-    if scheduler is None or per is None:
-        return None
-    count = int(total_steps or 1)
-    if per == "epoch":
-        count = math.ceil(count / int(steps_per_epoch or 1))
-    saved_sched = copy.deepcopy(scheduler.state_dict())
-    saved_groups = [
-        {k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in optimizer.param_groups
-    ]
-    rows: list[list[float]] = []
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(count):
-                rows.append([float(g["lr"]) for g in optimizer.param_groups])
-                scheduler.step()
-    finally:
-        scheduler.load_state_dict(saved_sched)
-        for group, saved in zip(optimizer.param_groups, saved_groups, strict=True):
-            group.update(saved)
-    table = torch.tensor(rows, dtype=torch.float64)
-    return [table[:, i].clone() for i in range(table.shape[1])]

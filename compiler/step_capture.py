@@ -45,14 +45,9 @@ from compiler.frontend import (
     traced_graph_module,
 )
 from compiler.fx_to_ir import fx_to_ir
+from compiler.lr_schedules import Schedule, idle_schedules, lr_tables, schedules_for
 from compiler.opcheck import check_supported
-from compiler.optimizer_state import (
-    OptimizerState,
-    initial_optimizer_state,
-    lr_tables,
-    plain_group,
-    scheduler_period,
-)
+from compiler.optimizer_state import OptimizerState, initial_optimizer_state, plain_group
 from compiler.step_refusals import DataDependentStep, UserScalarReads, step_error
 
 __all__ = ["CaptureLayout", "DataDependentStep", "capture_train_step"]
@@ -96,8 +91,10 @@ def capture_train_step(
     - scheduler: a torch.optim.lr_scheduler object (not ReduceLROnPlateau), stepped once per step
       (scheduler_per="step", e.g. `scheduler.step()` inside train_step_fn) or once per epoch
       (scheduler_per="epoch", needs steps_per_epoch). None (the default): per step when
-      train_step_fn calls `scheduler.step()`. Its learning rates for `total_steps` steps (required
-      with a scheduler) are computed up front; later steps keep the last one.
+      train_step_fn calls `scheduler.step()`. Other schedulers attached to the optimizer (a
+      global one the step calls) are found without being passed, and compiled in when the step
+      calls them. Their learning rates for `total_steps` steps (required when the optimizer has
+      a scheduler: pass it always) are computed up front; later steps keep the last one.
     - user_files: the user's file names, for source lines in the IR (default: the files of
       train_step_fn and the model's class).
 
@@ -113,11 +110,10 @@ def capture_train_step(
     """
     batch = (_as_tensor(inputs), _as_tensor(labels))
     files = tuple(user_files) or _default_user_files(model, train_step_fn)
-    per = scheduler_period(scheduler, scheduler_per, steps_per_epoch, total_steps)
+    schedules = schedules_for(optimizer, scheduler, scheduler_per, steps_per_epoch)
     params = [(n, p) for n, p in model.named_parameters()]
     buffers = [(n, b) for n, b in model.named_buffers()]
     state = initial_optimizer_state(model, optimizer)
-    tables = lr_tables(optimizer, scheduler, per, steps_per_epoch, total_steps)
     flat: list[torch.Tensor] = []
     described: list[tuple[str, str]] = []
     for name, p in params:
@@ -136,9 +132,16 @@ def capture_train_step(
     described += [("step", "step"), ("input", "inputs"), ("target", "targets")]
     labels_out = [("loss", "loss")] + [("param", n) for n, _ in params]
     labels_out += state_labels + [("buffer", n) for n, _ in buffers]
-    swap = _Swap(model, optimizer, params, buffers, state, tables, per, steps_per_epoch)
-    step_fn = swap.step_function(train_step_fn, loss_fn, scheduler)
-    gm = _trace(step_fn, flat, files, swap)
+    while True:
+        tables = lr_tables(optimizer, schedules, steps_per_epoch, total_steps)
+        swap = _Swap(model, optimizer, params, buffers, state, schedules, tables)
+        raw = _trace(swap.step_function(train_step_fn, loss_fn), flat)
+        idle = idle_schedules(schedules, swap.scheduler_calls)
+        if not idle:
+            break
+        # a scheduler of the optimizer that the step does not step: its lr stays as it is now
+        schedules = [s for s in schedules if s not in idle]
+    gm = _pure(raw, flat)
     graph, constants = fx_to_ir(gm, described, CaptureLayout(labels_out), files)
     check_supported(graph)
     tensors = {
@@ -184,18 +187,17 @@ class _Swap:
         params: list[tuple[str, nn.Parameter]],
         buffers: list[tuple[str, torch.Tensor]],
         opt_state: OptimizerState,
+        schedules: list[Schedule],
         tables: list[torch.Tensor] | None,
-        per: str | None,
-        steps_per_epoch: int | None,
     ) -> None:
         self.model, self.optimizer = model, optimizer
         self.params, self.buffers, self.state = params, buffers, opt_state.tensors
         self.created_keys = opt_state.created_keys
-        self.tables, self.per, self.steps_per_epoch = tables, per, steps_per_epoch
-        self.scheduler_calls = 0
+        self.schedules, self.tables = schedules, tables
+        self.scheduler_calls: dict[int, int] = {}
 
     def step_function(
-        self, train_step_fn: Callable[..., Any], loss_fn: Any, scheduler: Any
+        self, train_step_fn: Callable[..., Any], loss_fn: Any
     ) -> Callable[..., list[torch.Tensor]]:
         n_p, n_b = len(self.params), len(self.buffers)
         n_s = sum(len(v) for v in self.state.values())
@@ -217,7 +219,7 @@ class _Swap:
                 state[leaf][key] = next(values)
             step, inputs, targets = flat[-3:]
             with (
-                self._swapped(leaves, buffers, state, step, scheduler),
+                self._swapped(leaves, buffers, state, step),
                 BatchNormMode(),
                 UserScalarReads(),
             ):
@@ -236,7 +238,6 @@ class _Swap:
         buffers: list[torch.Tensor],
         new_state: defaultdict[torch.Tensor, dict[str, Any]],
         step: torch.Tensor,
-        scheduler: Any,
     ) -> Iterator[None]:
         model, optimizer = self.model, self.optimizer
         leaf_of = {id(p): leaf for (_, p), leaf in zip(self.params, leaves, strict=True)}
@@ -253,33 +254,29 @@ class _Swap:
         saved_opt_step = optimizer.__dict__.get("step")
         if self.created_keys:
             optimizer.step = self._first_update_apart(optimizer.step, step == 0)  # type: ignore[method-assign]
-        saved_step = None
-        if scheduler is not None:
-            saved_step = scheduler.__dict__.get("step")
-            scheduler.step = self._count_scheduler_call
+        rates = [g["lr"] for g in optimizer.param_groups]
+        saved_steps = [s.scheduler.__dict__.get("step") for s in self.schedules]
+        for s in self.schedules:
+            s.scheduler.step = self._counter(s.scheduler)
         try:
             yield
         finally:
-            if scheduler is not None:
+            for s, saved_step in zip(self.schedules, saved_steps, strict=True):
                 if saved_step is None:
-                    del scheduler.step
+                    s.scheduler.__dict__.pop("step", None)
                 else:
-                    scheduler.step = saved_step
+                    s.scheduler.step = saved_step
             optimizer.state = saved_state
             if saved_opt_step is None:
                 optimizer.__dict__.pop("step", None)
             else:
                 optimizer.step = saved_opt_step  # type: ignore[method-assign]
-            changed = [
-                i
-                for i, (g, s) in enumerate(zip(optimizer.param_groups, saved_groups, strict=True))
-                if self.tables is None and g.get("lr") != s.get("lr")
-            ]
+            changed = [g["lr"] is not r for g, r in zip(optimizer.param_groups, rates, strict=True)]
             for group, saved in zip(optimizer.param_groups, saved_groups, strict=True):
                 group.clear()
                 group.update(saved)
             _restore_tensors(saved_slots)
-            if changed:
+            if any(changed):
                 raise ModelError(
                     "the train step changed the optimizer's learning rate (an lr_scheduler.step() "
                     "the compiler was not given?); pass the scheduler to the runner so its "
@@ -326,16 +323,20 @@ class _Swap:
 
         return step
 
-    def _count_scheduler_call(self, *args: Any, **kwargs: Any) -> None:
-        self.scheduler_calls += 1
+    def _counter(self, scheduler: Any) -> Callable[..., None]:
+        """A stand-in for scheduler.step while tracing: counts the calls (the schedule itself
+        is in the learning-rate table)."""
 
-    def _lr(self, table: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
-        """This update's learning rate: the table's entry for the step (or its epoch), picked by
-        a one-hot sum (indexing by a 0-d tensor would read it as a Python int)."""
-        index = (
-            step if self.per != "epoch" else torch.floor(step / float(self.steps_per_epoch or 1))
-        )
-        index = torch.clamp(index, max=float(table.shape[0] - 1)).to(torch.float64)
+        def step(*args: Any, **kwargs: Any) -> None:
+            self.scheduler_calls[id(scheduler)] = self.scheduler_calls.get(id(scheduler), 0) + 1
+
+        return step
+
+    @staticmethod
+    def _lr(table: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """This update's learning rate: the table's row for the step (the last one past its
+        end), picked by a one-hot sum (indexing by a 0-d tensor would read it as a Python int)."""
+        index = torch.clamp(step, max=float(table.shape[0] - 1)).to(torch.float64)
         values = torch.tensor(table.tolist(), dtype=torch.float64)  # a graph constant
         positions = torch.arange(table.shape[0], dtype=torch.float64)
         return torch.where(positions == index, values, 0.0).sum()
@@ -378,11 +379,10 @@ def _loss_of(result: Any) -> torch.Tensor:
 
 
 def _trace(
-    step_fn: Callable[..., list[torch.Tensor]],
-    flat: list[torch.Tensor],
-    user_files: tuple[str, ...],
-    swap: _Swap,
+    step_fn: Callable[..., list[torch.Tensor]], flat: list[torch.Tensor]
 ) -> torch.fx.GraphModule:
+    """The user's step as it ran over fake tensors (autograd's backward included), in-place
+    ops and all."""
     try:
         with (
             sdpa_kernel([SDPBackend.MATH]),
@@ -396,15 +396,11 @@ def _trace(
         raise
     except Exception as exc:
         raise step_error(exc) from exc
-    if swap.per == "auto" and swap.scheduler_calls == 0:
-        raise ModelError(
-            "the scheduler is not stepped in train_step_fn; say when it steps "
-            "(scheduler_per='step' or 'epoch')"
-        )
-    if swap.per == "epoch" and swap.scheduler_calls:
-        raise ModelError(
-            "train_step_fn calls scheduler.step() but the scheduler was declared per epoch"
-        )
+    return raw
+
+
+def _pure(raw: torch.fx.GraphModule, flat: list[torch.Tensor]) -> torch.fx.GraphModule:
+    """The recorded step functionalized and decomposed to SAM's op set."""
     _drop_profiler_nodes(raw)
     try:
         gm = traced_graph_module(raw, flat)

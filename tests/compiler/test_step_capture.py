@@ -186,6 +186,7 @@ def _compare(
     norm: bool = False,
     sched: Any = None,
     artifact_dir: Path | None = None,
+    discover: bool = False,
     **capture: Any,
 ) -> dict[str, np.ndarray]:
     """Capture on one copy, run eagerly on another: the wafer's losses and final weights match."""
@@ -199,7 +200,7 @@ def _compare(
         step_of(scheduler),
         torch.nn.CrossEntropyLoss(),
         *batches[0],
-        scheduler=scheduler,
+        scheduler=None if discover else scheduler,
         total_steps=STEPS if scheduler else None,
         **capture,
     )
@@ -294,6 +295,35 @@ def test_scheduler_per_epoch(user: ModuleType) -> None:
         sched=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=3),
         scheduler_per="epoch",
         steps_per_epoch=2,
+    )
+
+
+def test_a_scheduler_the_runner_never_saw(user: ModuleType) -> None:
+    """The seed's train.py steps a global scheduler inside train_step, and its Runner is given
+    only the model, loss and optimizer: the scheduler is found through the optimizer."""
+    _compare(
+        user,
+        lambda p: torch.optim.Adam(p, lr=0.05),
+        user.make_weighted_step,
+        sched=lambda o: torch.optim.lr_scheduler.SequentialLR(
+            o,
+            [
+                torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=2),
+                torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.7),
+            ],
+            milestones=[2],
+        ),
+        discover=True,
+    )
+
+
+def test_a_scheduler_the_step_does_not_step_is_left_out(user: ModuleType) -> None:
+    _compare(
+        user,
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        lambda _: user.plain_step,
+        sched=lambda o: torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.1),
+        discover=True,
     )
 
 
