@@ -19,6 +19,8 @@ from sqlalchemy import create_engine, text
 
 POSTGRES_URL = os.environ.get("SAM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("SAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# pytest-xdist's worker name (gw0, gw1, ...); "" in a plain, single-process run.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ADMIN_TOKEN = "sam_admin_test_token"
 
@@ -151,15 +153,28 @@ def live_server(settings) -> Iterator[LiveServer]:  # type: ignore[no-untyped-de
         yield server
 
 
+def worker_redis_url(url: str = REDIS_URL, worker: str = XDIST_WORKER) -> str:
+    """`url` with its database number lowered by the xdist worker's index (gw0: 15, gw1: 14,
+    ...), so that parallel workers never flush each other's keys."""
+    index = int(worker[2:]) if worker.startswith("gw") else 0
+    base, _, db = url.rpartition("/")
+    number = int(db) - index
+    if not 0 <= number < 16:
+        raise RuntimeError(f"too many test workers for Redis databases below {db}: {worker}")
+    return f"{base}/{number}"
+
+
 @pytest.fixture
 def redis_url() -> str:
-    """The real Redis (database 15), flushed; fails in CI if Redis is down."""
+    """The real Redis (database 15, one lower per parallel worker), flushed; fails in CI if
+    Redis is down."""
     import redis
 
+    url = worker_redis_url()
     try:
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
         client.ping()
         client.flushdb()
     except Exception as exc:  # noqa: BLE001
         service_missing("Redis", exc)
-    return REDIS_URL
+    return url
