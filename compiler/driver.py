@@ -247,6 +247,8 @@ def trace_job(
     compiling one model for several regions or options traces it once per process.
     """
     key = compile_cache.trace_key(spec, files, namespace)
+    if (spec.get("model") or {}).get("factory"):  # what the factory may name is part of it
+        key += ":" + ",".join((limits or SandboxLimits()).factory_packages)
     if key in _TRACES:
         _TRACES.move_to_end(key)
         graph, tensors, info = _TRACES[key]

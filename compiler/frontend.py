@@ -10,7 +10,7 @@ callers (tests, benchmarks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from compiler.autograd_functions import custom_functions
 from compiler.data import normalize_batch, synthetic_batch
 from compiler.errors import ModelError
 from compiler.fx_to_ir import fx_to_ir
+from compiler.model_factory import DEFAULT_FACTORY_PACKAGES
 from compiler.model_source import build_model, load_batch_function
 from compiler.opcheck import check_supported, scan_unsupported_eagerly
 from compiler.training_step import StepLayout, initial_inputs, make_step_function
@@ -67,9 +68,11 @@ def trace_training_step(
     *,
     source_dir: Path | None = None,
     source_files: tuple[str, ...] = (),
+    factory_packages: Sequence[str] = DEFAULT_FACTORY_PACKAGES,
 ) -> TracedStep:
-    """Trace spec's training step to SAM-IR; raises ModelError / UnsupportedOperator on bad models."""
-    model = build_model(spec, files, source_dir)
+    """Trace spec's training step to SAM-IR; raises ModelError / UnsupportedOperator on bad models.
+    A model.factory may name a callable of `factory_packages` or of the job's own project."""
+    model = build_model(spec, files, source_dir, factory_packages)
     batch = example_batch(spec, files, source_dir)
     layout = StepLayout.for_spec(spec, model)
     flat, described = initial_inputs(model, layout, micro_batch(batch, layout.micro_batches))

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from compiler.batchnorm import BatchNormMode
+from compiler.model_factory import ModelCall
 from compiler.step_options import ClipConfig, LossScaleConfig, ScheduleConfig
 from compiler.training import OptimizerConfig, compute_loss, functional_update
 
@@ -43,6 +44,7 @@ class StepLayout:
     schedule: ScheduleConfig | None = None
     amp: LossScaleConfig | None = None
     micro_batches: int = 1
+    call: ModelCall = ModelCall()
 
     @classmethod
     def for_spec(cls, spec: dict[str, Any], model: nn.Module) -> StepLayout:
@@ -60,6 +62,7 @@ class StepLayout:
             schedule=ScheduleConfig.from_spec(train.get("lr_scheduler")),
             amp=LossScaleConfig.from_spec(spec),
             micro_batches=micro_batches_of(spec),
+            call=ModelCall.for_spec(spec, model),
         )
 
     def output_labels(self) -> list[tuple[str, str]]:
@@ -146,10 +149,10 @@ def _gradients(
             **dict(zip(layout.param_names, trainable, strict=False)),
             **dict(zip(layout.buffer_names, buffers, strict=False)),
         }
-        args = batch if layout.loss_kind == "model" else batch[:1]
+        args, kwargs = layout.call.arguments(*batch)
         with BatchNormMode():  # running statistics update as declared mutations
-            output = torch.func.functional_call(model, state_dict, args)
-        loss = compute_loss(layout.loss_kind, output, batch[1])
+            output = torch.func.functional_call(model, state_dict, args, kwargs)
+        loss = compute_loss(layout.loss_kind, layout.call.output(output), batch[1])
         scaled = loss * amp_in[0] if layout.amp else loss
         return scaled, (loss, buffers)
 

@@ -40,24 +40,31 @@ def load_user_module(
         raise InvalidSpec(
             f"the spec names {name!r} but it was not uploaded; upload it with the job"
         )
-    key = repr(sorted(files.items()))
-    if source_dir is None:
-        source_dir = _SOURCE_DIR.get(key) or Path(tempfile.mkdtemp(prefix="sam-src-"))
-        _SOURCE_DIR[key] = source_dir
-    write_sources(files, source_dir)
+    source_dir = importable_sources(files, source_dir)
     module_name = "sam_user_" + Path(name).stem.replace("-", "_").replace(".", "_")
     spec = importlib.util.spec_from_file_location(module_name, source_dir / name)
     if spec is None or spec.loader is None:
         raise InvalidSpec(f"{name!r} is not an importable Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    if str(source_dir) not in sys.path:
-        sys.path.insert(0, str(source_dir))  # the model file may import its sibling files
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         raise user_code_error(f"importing {name}", exc) from exc
     return module
+
+
+def importable_sources(files: dict[str, str], source_dir: Path | None = None) -> Path:
+    """The job's source folder (a temporary one for in-process callers) with the uploaded files
+    written and first on sys.path, so the model file may import its sibling files."""
+    if source_dir is None:
+        key = repr(sorted(files.items()))
+        source_dir = _SOURCE_DIR.get(key) or Path(tempfile.mkdtemp(prefix="sam-src-"))
+        _SOURCE_DIR[key] = source_dir
+    write_sources(files, source_dir)
+    if str(source_dir) not in sys.path:
+        sys.path.insert(0, str(source_dir))
+    return source_dir
 
 
 def user_code_error(doing: str, exc: BaseException) -> ModelError:

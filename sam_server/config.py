@@ -303,6 +303,12 @@ class Settings(BaseSettings):
     cluster: Path | None = None
     # Level of the processes' logs (DEBUG, INFO, WARNING, ERROR).
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # The packages whose callables a job's model.factory may name (besides modules of the job's
+    # own project), e.g. torchvision.models.resnet18: checked at submit and in the compile
+    # sandbox. A JSON list in the environment.
+    model_factory_packages: list[str] = Field(
+        default_factory=lambda: ["torchvision", "timm", "transformers", "torchaudio"]
+    )
 
     api: ApiSettings = Field(default_factory=ApiSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)

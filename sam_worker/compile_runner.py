@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from compiler.arch import normalize_arch
+from compiler.sandbox.limits import SandboxLimits
 from sam_domain.compile import CompiledArtifact
 from sam_server.config import Settings
 from sam_server.errors import SamError
@@ -53,6 +54,7 @@ def run_compile(
             mode=claim.spec.get("mode"),
             namespace=f"tenant-{claim.tenant_id}",
             project=project,
+            limits=SandboxLimits(factory_packages=tuple(settings.model_factory_packages)),
         )
     except CompileError as exc:
         return None, (exc.kind, exc.message)

@@ -65,7 +65,13 @@ def _trace(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
     from compiler.frontend import trace_training_step
     from compiler.ir import save_graph
 
-    traced = trace_training_step(payload["spec"], files, source_dir=Path(SRC))
+    packages = payload.get("factory_packages")
+    traced = trace_training_step(
+        payload["spec"],
+        files,
+        source_dir=Path(SRC),
+        **({"factory_packages": tuple(packages)} if packages is not None else {}),
+    )
     save_graph(traced.graph, Path(OUT, "graph.json"))
     np.savez(Path(OUT, "init.npz"), **traced.tensors)  # type: ignore[arg-type]
     return {"ok": True}

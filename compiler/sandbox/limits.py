@@ -19,6 +19,8 @@ class SandboxLimits:
     worker checks them while the task runs (`launcher.OUTPUT_CHECK_S`) and once after it.
     tmp_bytes and shm_bytes size the only other writable places, the private tmpfs /tmp and
     /dev/shm (a write past them fails ENOSPC); the root and /dev are read-only (EROFS).
+    factory_packages are the packages a job's model.factory may name (besides its own project's
+    modules): the server's model_factory_packages.
     """
 
     cpu_seconds: int = 120
@@ -30,6 +32,7 @@ class SandboxLimits:
     output_bytes: int = 4 * 1024**3
     tmp_bytes: int = 512 * 1024**2
     shm_bytes: int = 64 * 1024**2
+    factory_packages: tuple[str, ...] = ("torchvision", "timm", "transformers", "torchaudio")
 
 
 DATA_LIMITS = SandboxLimits(cpu_seconds=24 * 3600, wall_seconds=600.0)

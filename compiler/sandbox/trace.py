@@ -36,7 +36,8 @@ def run_trace(
         graph = _load_graph(out / "graph.json")
         return graph, _load_tensors(out / "init.npz", graph, limits.file_bytes)
 
-    traced = run_task("trace", {"spec": spec}, files, limits, collect, project=project)
+    payload = {"spec": spec, "factory_packages": list(limits.factory_packages)}
+    traced = run_task("trace", payload, files, limits, collect, project=project)
     assert isinstance(traced, tuple)
     graph, tensors = traced
     return graph, tensors, {"sandboxed": True, "network_isolation": "netns+seccomp"}

@@ -51,21 +51,52 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
+FACTORY_PATH = r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$"
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+
 class ModelSpec(_Strict):
-    """The model: a user file and class, or a built-in family."""
+    """The model: a user file and class, a built-in family, or a library's factory."""
 
     file: str | None = None
     class_: str | None = Field(default=None, alias="class")
     builtin: Literal["mlp", "cnn", "gpt"] | None = None
+    # A callable in an allowed package (Settings.model_factory_packages) or the job's own
+    # project, e.g. torchvision.models.googlenet: factory(**kwargs) returns the nn.Module.
+    factory: str | None = Field(default=None, max_length=200, pattern=FACTORY_PATH)
+    # A transformers model class's config: factory(factory.config_class(**config), **kwargs).
+    config: dict[str, Any] | None = None
+    # The keyword the batch's inputs (and, with train.loss: model, its targets) are passed as;
+    # unset: a transformers model's main_input_name and `labels`, else positionally.
+    inputs: str | None = Field(default=None, pattern=IDENTIFIER)
+    targets: str | None = Field(default=None, pattern=IDENTIFIER)
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
-        if self.builtin is not None and (self.file or self.class_):
-            raise ValueError("give either model.builtin or model.file + model.class, not both")
-        if self.builtin is None:
-            if not self.file or not self.class_:
-                raise ValueError("model needs 'file' and 'class' (or 'builtin: mlp|cnn|gpt')")
+        sources = [
+            name
+            for name, given in (
+                ("builtin", self.builtin is not None),
+                ("file + class", bool(self.file or self.class_)),
+                ("factory", self.factory is not None),
+            )
+            if given
+        ]
+        if len(sources) > 1:
+            raise ValueError(
+                f"give one of model.builtin, model.file + model.class or model.factory, "
+                f"not {' and '.join(sources)}"
+            )
+        if not sources or (sources == ["file + class"] and not (self.file and self.class_)):
+            raise ValueError(
+                "model needs 'file' and 'class', 'builtin: mlp|cnn|gpt', or 'factory' "
+                "(e.g. torchvision.models.resnet18)"
+            )
+        if self.config is not None and self.factory is None:
+            raise ValueError("model.config is for model.factory (a transformers model class)")
+        if self.builtin is not None and (self.inputs or self.targets):
+            raise ValueError("model.inputs / model.targets name a file's or factory's arguments")
         return self
 
 

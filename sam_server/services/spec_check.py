@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -88,3 +89,22 @@ def _check_python(spec: JobSpec, files: dict[str, str]) -> list[dict[str, str]]:
                 {"field": field, "message": f"{fname} defines no top-level {what} {symbol!r}"}
             )
     return errors
+
+
+def check_factory(spec: JobSpec, packages: Sequence[str], own_files: Iterable[str]) -> None:
+    """A model.factory names a callable of an allowed package (`model_factory_packages`) or of a
+    module the job brings (an uploaded or project file `top.py` or folder `top/`); the compile
+    sandbox imports it and checks the rest (importable, defined there, returns an nn.Module)."""
+    if not spec.model.factory:
+        return
+    top = spec.model.factory.split(".")[0]
+    if top in packages or any(f == f"{top}.py" or f.startswith(f"{top}/") for f in own_files):
+        return
+    message = (
+        f"{top!r} is not a package models may be built from (allowed: {', '.join(packages)}, "
+        "or a module of the job's own project); wrap the model in a class in your model file"
+    )
+    raise InvalidSpec(
+        f"spec.model.factory: {message}",
+        errors=[{"field": "spec.model.factory", "message": message}],
+    )

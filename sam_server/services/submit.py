@@ -29,8 +29,8 @@ from sam_server.services.jobs import (
     request_hash,
 )
 from sam_server.services.requirements import REQUIREMENTS_FILE, check_requirements
-from sam_server.services.spec_check import check_files, parse_spec
-from sam_server.services.uploads import check_project_files
+from sam_server.services.spec_check import check_factory, check_files, parse_spec
+from sam_server.services.uploads import check_project_files, project_files
 
 
 def submit_job(
@@ -105,8 +105,12 @@ def _check_uploads(
     does its project, holding the files sent with the job."""
     if settings is not None:
         dataset_mounts(settings, tenant, parsed.data.dataset_names())
+        own = list(files)
         if parsed.project is not None:
             check_project_files(settings, tenant, parsed.project, files)
+            if parsed.model.factory:
+                own += [f.path for f in project_files(settings, tenant, parsed.project)]
+        check_factory(parsed, settings.model_factory_packages, own)
 
 
 def submitted_view(session: Session, job: Job) -> dict[str, Any]:

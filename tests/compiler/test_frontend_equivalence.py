@@ -8,7 +8,7 @@ import torch
 
 from compiler.data import synthetic_batch
 from compiler.frontend import trace_training_step
-from compiler.model_source import build_model
+from compiler.model_source import ModelCall, build_model
 from compiler.training import OptimizerConfig, compute_loss
 from tests.compiler.conftest import make_spec, user_model_spec
 from tests.compiler.reference_interpreter import run_steps
@@ -83,7 +83,7 @@ def eager_reference(spec: dict, files: dict | None, steps: int) -> tuple[list, d
     for k in range(steps):
         x, y = (torch.from_numpy(a) for a in synthetic_batch(spec, k))
         kind = spec["train"]["loss"]
-        loss = compute_loss(kind, model(x, y) if kind == "model" else model(x), y)
+        loss = compute_loss(kind, ModelCall.for_spec(spec, model)(model, x, y), y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -27,7 +27,7 @@ from compiler.artifact import load_artifact
 from compiler.artifact_check import check_artifact, check_files
 from compiler.data import normalize_batch, synthetic_batch
 from compiler.errors import CompileError, CompileOOM, UnsupportedOperator
-from compiler.model_source import build_model, load_batch_function
+from compiler.model_source import ModelCall, build_model, load_batch_function
 from compiler.sandbox import SandboxLimits
 from compiler.training import OptimizerConfig, compute_loss
 from sam_server.config import WorkerSettings
@@ -167,13 +167,14 @@ def torch_losses(
     train = job.spec["train"]
     optimizer = OptimizerConfig.from_spec(train["optimizer"]).torch_optimizer(model.parameters())
     kind = train.get("loss", "cross_entropy")
+    call = ModelCall.for_spec(job.spec, model)
     losses = []
     start = time.perf_counter()
     for x, y in data:
         inputs, targets = torch.from_numpy(x), torch.from_numpy(y)
         inputs = inputs.to(dtype) if inputs.is_floating_point() else inputs
         optimizer.zero_grad()
-        output = model(inputs, targets) if kind == "model" else model(inputs)
+        output = call(model, inputs, targets)
         loss = compute_loss(kind, output, targets)
         loss.backward()
         optimizer.step()
