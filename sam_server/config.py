@@ -305,7 +305,7 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     # The packages whose callables a job's model.factory may name (besides modules of the job's
     # own project), e.g. torchvision.models.resnet18: checked at submit and in the compile
-    # sandbox. A JSON list in the environment.
+    # sandbox. Comma-separated in the environment (SAM_MODEL_FACTORY_PACKAGES=torchvision,timm).
     model_factory_packages: list[str] = Field(
         default_factory=lambda: ["torchvision", "timm", "transformers", "torchaudio"]
     )
@@ -355,6 +355,17 @@ class Settings(BaseSettings):
                 inner = routed.get(section)
                 routed[section] = {**(inner if isinstance(inner, dict) else {}), key: value}
         return routed
+
+    @field_validator("model_factory_packages", mode="before")
+    @classmethod
+    def _package_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.strip("[]").replace('"', "").split(",") if p.strip()]
+        if isinstance(value, list) and not all(
+            isinstance(p, str) and p.isidentifier() for p in value
+        ):
+            raise ValueError("model_factory_packages are top-level package names, e.g. timm")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
