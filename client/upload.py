@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from client.errors import SamAPIError
 from client.project import ProjectFile
 
 TYPE_CHECKING = False
@@ -79,19 +80,40 @@ class HashCache:
 
 
 def hash_file(local: Path, chunk_bytes: int) -> tuple[str, list[str], int]:
-    """(file sha256, chunk sha256s, size), reading `local` once."""
+    """(file sha256, chunk sha256s, size), reading `local` once.
+
+    The file's hash and its chunks' hashes are two passes over the same bytes: a chunk's is
+    taken in a second thread while this one adds the chunk to the file's (hashlib lets go of
+    the GIL on large buffers), so on two cores hashing a file costs about one pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
     whole = hashlib.sha256()
     chunks: list[str] = []
     size = 0
-    with open(local, "rb") as handle:
+    with open(local, "rb") as handle, ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None  # the previous chunk's hash in progress: two chunks in memory at most
         while True:
             block = handle.read(chunk_bytes)
             if not block:
                 break
-            chunks.append(hashlib.sha256(block).hexdigest())
+            if pending is not None:
+                chunks.append(pending.result())
+            pending = pool.submit(_hex_sha256, block)
             whole.update(block)
             size += len(block)
+        if pending is not None:
+            chunks.append(pending.result())
     return whole.hexdigest(), chunks, size
+
+
+def _hex_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _Changed(local: Path) -> Exception:  # noqa: N802 (raised like a class)
+    from client.errors import JobSpecError
+
+    return JobSpecError(f"{local} changed while it was being uploaded; run the command again")
 
 
 class UploadReport:
@@ -130,13 +152,17 @@ def upload_files(
         with open(local, "rb") as handle:
             handle.seek(offset)
             data = handle.read(size)
-        if hashlib.sha256(data).hexdigest() != chunk:
-            from client.errors import JobSpecError
-
-            raise JobSpecError(
-                f"{local} changed while it was being uploaded; run the command again"
-            )
-        client.put_bytes(f"/uploads/chunks/{chunk}", data)
+        # The server checks each chunk against its hash (a 422 when they differ): hashing it
+        # here again too was a third pass over every byte sent. Only when the server refuses
+        # a chunk is it hashed here, to say whether the file changed under the upload.
+        try:
+            if len(data) != size:
+                raise _Changed(local)
+            client.put_bytes(f"/uploads/chunks/{chunk}", data)
+        except SamAPIError as exc:
+            if exc.status == 422 and hashlib.sha256(data).hexdigest() != chunk:
+                raise _Changed(local) from None
+            raise
         if on_chunk is not None:
             on_chunk(size)
         return size

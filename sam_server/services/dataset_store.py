@@ -20,7 +20,7 @@ from sam_server.config import Settings
 from sam_server.errors import InvalidSpec, NotFound
 from sam_server.schemas.job_spec import DATASET_NAME
 from sam_server.services.uploads import blob_store, check_manifest, count_storage, storage_limit
-from sam_server.storage.blobs import BlobError, manifest_bytes
+from sam_server.storage.blobs import BlobError, assembled_name, manifest_bytes
 from sam_server.storage.layout import tenant_dataset_dir, tenant_datasets_root
 
 MANIFEST = "manifest"  # beside files/: the digest of the data set's manifest
@@ -114,7 +114,7 @@ def _forget(
     freed = 0
     for entry in files:
         if not any(c in used for c in entry.chunks):
-            store.drop_file(tenant, entry.sha256)
+            store.drop_file(tenant, assembled_name(entry))
         for chunk in entry.chunks:
             if chunk not in used:
                 freed += store.drop_chunk(tenant, chunk)

@@ -135,7 +135,18 @@ def store_chunk(
     if store.chunk_sizes(tenant, [digest]):
         return {"sha256": digest, "stored": False}
     count_storage(session, settings, tenant_id, len(data))
-    if not store.put_chunk(tenant, digest, data):  # a concurrent upload stored it first
+    # Committed before the chunk is written: the tenant's row stays locked for one UPDATE, not
+    # for the writing of megabytes (on SQLite that lock is the database's: parallel chunk
+    # uploads waited on each other, and every other writer on them). Bytes counted for a chunk
+    # that is then not stored are given back.
+    session.commit()
+    try:
+        stored = store.put_chunk(tenant, digest, data)
+    except BaseException:
+        count_storage(session, settings, tenant_id, -len(data))
+        session.commit()
+        raise
+    if not stored:  # a concurrent upload stored it first
         count_storage(session, settings, tenant_id, -len(data))
         return {"sha256": digest, "stored": False}
     return {"sha256": digest, "stored": True}

@@ -74,6 +74,29 @@ def test_a_project_is_stored_once_and_a_job_names_it(client, settings) -> None: 
     assert other.status_code == 422 and "differs from the project" in other.json()["detail"]
 
 
+def test_a_file_of_several_chunks_is_what_its_chunks_hold(client, settings) -> None:  # type: ignore[no-untyped-def]
+    """The server checks every chunk against its hash as it arrives and puts a file of several
+    chunks together without reading it again: the copy is named by its chunk list, so a
+    manifest that claims another file's SHA-256 gets its own chunks' bytes and cannot stand
+    for that file's content in a later project."""
+    alice, _ = alice_and_eve(client)
+    real = bytes(range(256)) * (CHUNK // 256) + b"the real tail"
+    forged = bytes(CHUNK) + b"a forged tail"
+    rows = put_files(client, alice, {"model.py": MODEL_PY.encode(), "big.bin": forged})
+    for row in rows:
+        if row["path"] == "big.bin":
+            assert len(row["chunks"]) == 2
+            row["sha256"] = sha(real)  # claims the real file's hash
+    made = client.post("/api/v1/projects", json={"files": rows}, headers=alice)
+    assert made.status_code == 201, made.text
+    lying = tenant_project_dir(settings.data_dir, "acme", made.json()["digest"])
+    assert (lying / "big.bin").read_bytes() == forged
+    digest = project(client, alice, {"model.py": MODEL_PY.encode(), "big.bin": real})
+    tree = tenant_project_dir(settings.data_dir, "acme", digest)
+    assert (tree / "big.bin").read_bytes() == real
+    assert (tree / "big.bin").stat().st_mode & 0o222 == 0  # read-only
+
+
 def test_another_tenant_neither_finds_nor_names_a_tenants_chunks_or_project(client) -> None:  # type: ignore[no-untyped-def]
     alice, eve = alice_and_eve(client)
     secret = b"alice's weights " * 100
