@@ -107,10 +107,14 @@ def _trace(
 
 
 def traced_graph_module(
-    fn: Callable[..., list[torch.Tensor]], flat: list[torch.Tensor]
+    fn: Callable[..., list[torch.Tensor]],
+    flat: list[torch.Tensor],
+    *,
+    real_constants: bool = False,
 ) -> torch.fx.GraphModule:
     """fn(*flat) functionalized and traced over fake tensors to SAM's op set (the step's trace;
-    benchmarks/op_coverage.py traces single ops with it too)."""
+    benchmarks/op_coverage.py traces single ops with it too). real_constants: fn may hold real
+    tensors (a graph module's constants), which become constants of the trace."""
     functional = torch.func.functionalize(fn, remove="mutations")
     with (
         sdpa_kernel([SDPBackend.MATH]),
@@ -124,6 +128,7 @@ def traced_graph_module(
             functional,
             decomposition_table=ops.decomposition_table(),
             tracing_mode="fake",
+            _allow_non_fake_inputs=real_constants,
             record_stack_traces=True,
         )(*flat)
 

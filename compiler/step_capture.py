@@ -98,7 +98,8 @@ def capture_train_step(
     - user_files: the user's file names, for source lines in the IR (default: the files of
       train_step_fn and the model's class).
 
-    The graph's inputs are params (model.named_parameters()), buffers, optimizer state
+    The graph's inputs are params (model.named_parameters(): a tied weight once, under its first
+    name, so load the trained weights back with strict=False), buffers, optimizer state
     (role opt_state, named "<param>.<state key>", e.g. "0.weight.exp_avg" or "0.weight.step"),
     `step` (updates done before this one, fed by the runtime), `inputs`, `targets`; its outputs
     are loss, new params, new optimizer state and buffers. `TracedStep.tensors` holds the initial
@@ -345,13 +346,16 @@ class _Swap:
 def _set_tensors(
     model: nn.Module, slot: str, named: Sequence[tuple[str, Any]], values: list[torch.Tensor]
 ) -> list[tuple[dict[str, Any], str, Any]]:
-    modules = dict(model.named_modules(remove_duplicate=False))
+    """Put `values` where the tensors of `named` are, in every module that holds one (a tied
+    weight, e.g. a language model's head sharing its embedding, is held by two)."""
+    replace = {id(t): value for (_, t), value in zip(named, values, strict=True)}
     saved = []
-    for (name, _), value in zip(named, values, strict=True):
-        owner, _, attr = name.rpartition(".")
-        table = getattr(modules[owner], slot)
-        saved.append((table, attr, table[attr]))
-        table[attr] = value
+    for module in model.modules():
+        table = getattr(module, slot)
+        for attr, held in list(table.items()):
+            if held is not None and id(held) in replace:
+                saved.append((table, attr, held))
+                table[attr] = replace[id(held)]
     return saved
 
 
@@ -391,7 +395,13 @@ def _trace(
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore")
-            raw = make_fx(step_fn, tracing_mode="fake", record_stack_traces=True)(*flat)
+            # a tensor the step holds (a weighted loss's class weights, a global) is a constant
+            raw = make_fx(
+                step_fn,
+                tracing_mode="fake",
+                _allow_non_fake_inputs=True,
+                record_stack_traces=True,
+            )(*flat)
     except CompileError:
         raise
     except Exception as exc:
@@ -403,7 +413,7 @@ def _pure(raw: torch.fx.GraphModule, flat: list[torch.Tensor]) -> torch.fx.Graph
     """The recorded step functionalized and decomposed to SAM's op set."""
     _drop_profiler_nodes(raw)
     try:
-        gm = traced_graph_module(raw, flat)
+        gm = traced_graph_module(raw, flat, real_constants=True)
     except Exception as exc:
         raise ModelError(f"functionalizing the captured step failed: {exc}") from exc
     _tensors_for_internal_scalars(gm)

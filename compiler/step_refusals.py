@@ -70,12 +70,65 @@ def step_error(exc: BaseException) -> CompileError:
         or "DataDependent" in type(exc).__name__
     )
     if data_dependent and user:
+        library = _library_callee(frames, user[-1])
+        if library is not None:
+            return _library_refusal(*user[-1], library)
         return _refusal(*user[-1], default="branches on a tensor's value")
     where = f" (at {Path(user[-1][0]).name}:{user[-1][1]} in {user[-1][2]})" if user else ""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return ModelError(
         f"tracing train_step_fn raised {type(exc).__name__}: {first}{where}",
         {"traceback": [f"{Path(f).name}:{n} in {fn}" for f, n, fn in (user or frames)[-12:]]},
+    )
+
+
+_PLUMBING = (
+    "fx/",
+    "_subclasses/",
+    "_dynamo/",
+    "_prims",
+    "_refs/",
+    "_decomp/",
+    "utils/_",
+    "overrides.py",
+    "_tensor.py",
+    "_ops.py",
+    "_compile.py",
+    "__init__.py",
+    "_meta_registrations.py",
+)
+
+
+def _library_callee(
+    frames: list[tuple[str, int, str]], user: tuple[str, int, str]
+) -> tuple[str, int, str] | None:
+    """The torch library frame (torch/amp/grad_scaler.py, torch/optim/...) that the user's line
+    called and that read the value, or None when the user's own line did."""
+    index = frames.index(user)
+    library = None
+    for filename, line, func in frames[index + 1 :]:
+        path = str(Path(filename).resolve())
+        if not path.startswith(_TORCH_DIR):
+            break
+        relative = path[len(_TORCH_DIR) + 1 :]
+        if relative.startswith(_PLUMBING):
+            break
+        library = (f"torch/{relative}", line, func)
+    return library
+
+
+def _library_refusal(
+    filename: str, line: int, func: str, library: tuple[str, int, str]
+) -> DataDependentStep:
+    code = (linecache.getline(filename, line) or "").strip()
+    where, at, inner = library
+    place = f"{Path(filename).name}:{line} in {func}"
+    return DataDependentStep(
+        f"{place}: `{code}` runs {where}:{at} in {inner}, which reads a tensor's value in "
+        "Python (data-dependent control flow inside torch). The wafer computes tensor values "
+        "during the step, so this call cannot be part of a compiled step; leave it out of "
+        "train_step_fn",
+        {"file": Path(filename).name, "line": line, "function": func, "code": code},
     )
 
 

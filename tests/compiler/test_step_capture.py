@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 import wse_sim.runtime as rt
 from compiler.arch import get_arch_info
@@ -85,6 +86,40 @@ def with_item(model, inputs, labels, criterion, optimizer):
     print("loss", loss.item())
     loss.backward()
     optimizer.step()
+    return loss
+
+
+class TiedLM(nn.Module):
+    # a language model whose output head shares the embedding's weight
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(12, 8)
+        self.mix = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 12, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.mix(self.embed(x)))).reshape(-1, 12)
+
+
+def token_step(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), labels.reshape(-1))
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+scaler = torch.amp.GradScaler("cpu")
+
+
+def scaled_step(model, inputs, labels, criterion, optimizer):
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), labels)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
     return loss
 
 
@@ -354,6 +389,58 @@ def test_refusals_name_the_line(user: ModuleType, step: str, text: str, why: str
     assert text in message and why in message
     assert caught.value.kind == "model_error"  # the contract's kinds; details name the line
     assert caught.value.details["line"] == _line_of(text)
+
+
+def _run_both(
+    make: Any, step: Any, criterion: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]
+) -> None:
+    """Capture and run on the wafer vs eager, for a model and optimizer from `make()`."""
+    model, optimizer = make()
+    traced = capture_train_step(model, optimizer, step, criterion, *batches[0])
+    spec = {"data": {"batch_size": len(batches[0][0])}, "train": {"seed": 0}}
+    losses, state = wafer_steps(traced, spec, [(x.numpy(), y.numpy()) for x, y in batches])
+    model, optimizer = make()
+    eager = [float(step(model, x, y, criterion, optimizer).detach()) for x, y in batches]
+    np.testing.assert_allclose(losses, eager, rtol=1e-3)
+    for name, value in model.named_parameters():  # a tied weight is named once, as torch does
+        np.testing.assert_allclose(state[name], value.detach().numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_tied_weights(user: ModuleType) -> None:
+    def make() -> tuple[nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = user.TiedLM()
+        return model, torch.optim.Adam(model.parameters(), lr=0.02)
+
+    gen = torch.Generator().manual_seed(2)
+    batches = [
+        (torch.randint(0, 12, (3, 5), generator=gen), torch.randint(0, 12, (3, 5), generator=gen))
+        for _ in range(STEPS)
+    ]
+    _run_both(make, user.token_step, torch.nn.CrossEntropyLoss(), batches)
+
+
+def test_a_loss_holding_tensors(user: ModuleType) -> None:
+    """A class-weighted loss's weights (a real tensor the step holds) become graph constants."""
+
+    def make() -> tuple[nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = user.Net()
+        return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    weights = torch.tensor([1.0, 2.0, 0.5, 1.5])
+    _run_both(make, user.plain_step, torch.nn.CrossEntropyLoss(weight=weights), _batches())
+
+
+def test_a_library_call_that_reads_values_is_named(user: ModuleType) -> None:
+    """GradScaler.step checks for inf in Python: refused at the user's line, naming torch's."""
+    model, optimizer, _ = _setup(user, lambda p: torch.optim.SGD(p, lr=0.1), False)
+    x, y = _batches()[0]
+    with pytest.raises(DataDependentStep) as caught:
+        capture_train_step(model, optimizer, user.scaled_step, torch.nn.CrossEntropyLoss(), x, y)
+    line = _line_of("scaler.step(optimizer)")
+    assert f"train.py:{line} in scaled_step" in caught.value.message
+    assert "torch/amp/grad_scaler.py" in caught.value.message
 
 
 def test_a_step_that_raises_names_its_line(user: ModuleType) -> None:
