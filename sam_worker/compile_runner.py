@@ -8,6 +8,7 @@ from pathlib import Path
 from compiler.arch import normalize_arch
 from compiler.sandbox.limits import SandboxLimits
 from sam_domain.compile import CompiledArtifact
+from sam_domain.run import RunSpec
 from sam_server.config import Settings
 from sam_server.errors import SamError
 from sam_server.services.lifecycle import Claim
@@ -25,7 +26,7 @@ def artifact_root(settings: Settings) -> Path:
 
 def job_project(claim: Claim, settings: Settings) -> Path | None:
     """The job's project folder on this machine (docs/projects.md); None without one."""
-    digest = claim.spec.get("project")
+    digest = RunSpec.of(claim.spec).project
     if not digest:
         return None
     return project_dir(settings, claim.tenant, str(digest))
@@ -38,7 +39,7 @@ def run_compile(
     import compiler
     from compiler.errors import CompileError
 
-    device = (claim.spec.get("compile_options") or {}).get("target_device", "WSE-2")
+    wanted = RunSpec.of(claim.spec)
     root = artifact_root(settings)
     try:
         project = job_project(claim, settings)
@@ -50,8 +51,8 @@ def run_compile(
             claim.files,
             region=(claim.rows, claim.cols),
             cache_dir=root,
-            arch=normalize_arch(device),
-            mode=claim.spec.get("mode"),
+            arch=normalize_arch(wanted.target_device),
+            mode=wanted.mode,
             namespace=f"tenant-{claim.tenant_id}",
             project=project,
             limits=SandboxLimits(factory_packages=tuple(settings.model_factory_packages)),

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from sam_domain.run import RunSpec
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_server.services.lifecycle import Claim
     from wse_sim.runtime.job import LoadedJob
 
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARN": 30, "WARNING": 30, "ERROR": 40}
@@ -78,31 +80,31 @@ class InitFromError(ValueError):
     """The checkpoint named by run_options.init_from does not exist; name one that does."""
 
 
-def resolve_init_from(url: str, data_dir: Path, claim: Any) -> Path | None:
+def resolve_init_from(url: str, data_dir: Path, claim: Claim) -> Path | None:
     """The .npz a job starts from (run_options.init_from), or None when it names none.
 
     Only a job of the same tenant counts (another tenant's id reads as unknown).
     """
-    wanted = (claim.spec.get("run_options") or {}).get("init_from")
-    if not wanted:
+    wanted = RunSpec.of(claim.spec).run.init_from
+    if wanted is None:
         return None
     from sam_server.db.models import Job
     from sam_server.db.session import session_scope
     from sam_server.services import results
 
     with session_scope(url) as session:
-        source = session.get(Job, wanted["job"])
+        source = session.get(Job, wanted.job)
         if source is None or source.tenant_id != claim.tenant_id:
-            raise InitFromError(f"run_options.init_from: no job {wanted['job']!r} in your tenant")
+            raise InitFromError(f"run_options.init_from: no job {wanted.job!r} in your tenant")
         directory = results.checkpoint_dir(
             data_dir, job_id=source.id, tenant=source.tenant.name, spec=source.spec
         )
     steps = [c["step"] for c in results.list_checkpoints(directory)]
-    step = wanted.get("step") or (steps[-1] if steps else None)
+    step = wanted.step or (steps[-1] if steps else None)
     found = results.checkpoint_file(directory, step) if step else None
     if found is None:
         raise InitFromError(
-            f"run_options.init_from: job {wanted['job']} has no checkpoint of step {step}; "
+            f"run_options.init_from: job {wanted.job} has no checkpoint of step {step}; "
             f"it has {steps or 'none'}"
         )
     return found

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sam_domain.run import RunOptions, RunSpec
 from sam_server.config import Settings
 from sam_server.services.lifecycle import Claim
 from sam_server.states import RunEnd
@@ -44,8 +45,9 @@ class RunContext:
         return self.claim.spec
 
     @property
-    def run_opts(self) -> dict[str, Any]:
-        return self.claim.spec.get("run_options") or {}
+    def run_opts(self) -> RunOptions:
+        """The spec's run options, typed (sam_domain.run)."""
+        return RunSpec.of(self.claim.spec).run
 
     @property
     def region(self) -> tuple[int, int, int, int]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
+from sam_domain.run import RunOptions
 from sam_server.config import get_settings
 from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
@@ -34,16 +35,14 @@ class StepReporter:
         ckpt_dir: Path,
         every_s: float = 0.25,
         checkpoint_every: int | None = None,
-        run_opts: dict[str, Any] | None = None,
+        run_opts: RunOptions | None = None,
         timeline: InputTimeline | None = None,
     ) -> None:
         self.url, self.job_id, self.owner, self.attempt = url, job_id, owner, attempt
         self.checkpoint_every = checkpoint_every
-        run_opts = run_opts or {}
-        self.log_level = str(run_opts.get("log_level") or "INFO")
-        self.epochs = EpochTracker(
-            int(run_opts.get("steps_per_epoch") or 1), int(run_opts.get("num_epochs") or 1)
-        )
+        run_opts = run_opts or RunOptions(steps_per_epoch=1)
+        self.log_level = run_opts.log_level
+        self.epochs = EpochTracker(run_opts.steps_per_epoch, run_opts.num_epochs)
         # The loader and its timeline: the wafer's wait for input is charged to each step.
         self.timeline, self.loader_load_s = timeline, (lambda: 0.0)
         self.clock_hz = 850e6  # the loaded job's arch clock, set before training
@@ -59,7 +58,7 @@ class StepReporter:
             scale.worker.log_every_steps,
             scale.storage.checkpoint_keep,
         )
-        if run_opts.get("checkpoint_dir"):
+        if run_opts.checkpoint_dir:
             self.keep_checkpoints = 0  # the user named where they go: the user's to keep
         self.keep_recent, self.chunk_steps = (
             scale.storage.metrics_recent_steps,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import ArtifactCorrupt, ArtifactInvalid, HostOOM
+from sam_domain.run import RunSpec
 from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
 from sam_server.errors import SamError
@@ -77,16 +78,16 @@ def _train(
     ckpt_dir = results.checkpoint_dir(
         settings.data_dir, job_id=claim.job_id, tenant=claim.tenant, spec=claim.spec
     )
-    run_opts = claim.spec.get("run_options") or {}
+    run_spec = RunSpec.of(claim.spec)
     reporter = StepReporter(
         url,
         claim.job_id,
         owner,
         claim.attempt,
         ckpt_dir,
-        checkpoint_every=_checkpoint_every(run_opts),
-        run_opts=run_opts,
-        timeline=_input_timeline(claim.spec),
+        checkpoint_every=run_spec.run.checkpoint_interval,
+        run_opts=run_spec.run,
+        timeline=_input_timeline(run_spec),
     )
     reporter.step_counter = wafer.steps
     reporter.flush_timer = wafer.checkpoint_seconds
@@ -180,16 +181,14 @@ def _set_aside(
     return RunOutcome.failed("artifact_corrupt", getattr(exc, "message", str(exc)))
 
 
-def _input_timeline(spec: dict[str, Any]) -> InputTimeline | None:
+def _input_timeline(spec: RunSpec) -> InputTimeline | None:
     """The input-wait model for a make_batch source. Synthetic data stands in for a data set
     the input servers stream at line rate, so its host time is not charged to the wafer (it
     would make simulated figures depend on the simulator host's load)."""
-    if (spec.get("data") or {}).get("source") != "file":
+    if spec.data_source != "file":
         return None
-    loading = spec.get("data_loading") or {}
     return InputTimeline(
-        depth=int(loading.get("prefetch_depth", 2)),
-        parallel=bool(loading.get("use_parallel_loader", True)),
+        depth=spec.loading.prefetch_depth, parallel=spec.loading.use_parallel_loader
     )
 
 
@@ -215,13 +214,6 @@ def _artifact_for_region(
     )
     digest = (result.summary or {}).get("artifact_sha256")
     return replace(claim, compile_key=result.cache_key, artifact_digest=digest), None
-
-
-def _checkpoint_every(run_opts: dict[str, Any]) -> int | None:
-    """Steps between checkpoints, or None when the job has checkpoints disabled."""
-    if not run_opts.get("checkpoint_enabled", True):
-        return None
-    return int(run_opts.get("checkpoint_every", 0)) or None
 
 
 def _run_steps(ctx: RunContext, job: LoadedJob) -> RunOutcome:
@@ -268,7 +260,7 @@ def _run_steps(ctx: RunContext, job: LoadedJob) -> RunOutcome:
             total_steps=total,
             checkpoint_every=reporter.checkpoint_every,
             checkpoint_dir=ctx.ckpt_dir,
-            stop_on_nan=bool(ctx.run_opts.get("stop_on_nan", True)),
+            stop_on_nan=ctx.run_opts.stop_on_nan,
             on_step=reporter.on_step,
             should_stop=ctx.should_stop,
             steps_done_offset=offset,
@@ -292,9 +284,8 @@ def _run_steps(ctx: RunContext, job: LoadedJob) -> RunOutcome:
 
 def _datasets(ctx: RunContext) -> dict[str, Path]:
     """{name: host path} of the data sets the job names, resolved for its own tenant."""
-    data = ctx.claim.spec.get("data") or {}
-    names = ([data["dataset"]] if data.get("dataset") else []) + list(data.get("datasets") or [])
-    return dataset_mounts(ctx.settings, ctx.claim.tenant, list(dict.fromkeys(names)))
+    names = list(RunSpec.of(ctx.claim.spec).datasets)
+    return dataset_mounts(ctx.settings, ctx.claim.tenant, names)
 
 
 def _resume(
@@ -354,11 +345,9 @@ def _prefetched(
     batches: Iterator[Any], spec: dict[str, Any], reporter: StepReporter
 ) -> PrefetchLoader:
     """`batches` behind the job's host loader (data_loading); the reporter reads its timings."""
-    loading = spec.get("data_loading") or {}
+    loading = RunSpec.of(spec).loading
     loader = PrefetchLoader(
-        batches,
-        depth=int(loading.get("prefetch_depth", 2)),
-        parallel=bool(loading.get("use_parallel_loader", True)),
+        batches, depth=loading.prefetch_depth, parallel=loading.use_parallel_loader
     )
     reporter.loader_load_s = lambda: loader.last_load_s
     return loader

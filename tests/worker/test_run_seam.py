@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from sam_domain.run import RunOptions
 from sam_server.config import Settings
 from sam_server.services.lifecycle import Claim
 from sam_server.states import RunEnd
@@ -56,7 +57,11 @@ def test_cancel_preempt_and_a_lost_lease_or_reporter_stop_the_run(tmp_path: Path
 
 def test_the_context_names_the_claims_job_region_options_and_scratch(tmp_path: Path) -> None:
     ctx = _context(tmp_path, time_limit_s=60)
-    assert (ctx.job_id, ctx.region, ctx.run_opts) == ("j1", (2, 3, 4, 4), {"stop_on_nan": False})
+    assert (ctx.job_id, ctx.region, ctx.run_opts) == (
+        "j1",
+        (2, 3, 4, 4),
+        RunOptions(stop_on_nan=False),
+    )
     assert ctx.workdir == (tmp_path / "scratch" / "j1").resolve()
 
 
