@@ -6,6 +6,7 @@ import sys
 from importlib.metadata import EntryPoint
 
 import click.testing
+import pytest
 
 from client.cli import build_cli
 
@@ -60,3 +61,19 @@ def test_real_entry_points_are_declared() -> None:
     from client.plugins import discover_plugins
 
     assert {"server", "scheduler", "db", "worker", "up", "demo", "sim"} <= set(discover_plugins())
+
+
+def test_config_show_runs_the_servers_plugin_or_says_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sam config show` is the client's `config` group handing over to the server's plugin
+    (entry-point group sam.config); without the server packages it says so in one line."""
+    import client.plugins
+
+    found = {"show": EntryPoint("show", "tests.client.plugin_fixtures:hello", "sam.config")}
+    monkeypatch.setattr(client.plugins, "discover_plugins", lambda group: found)
+    result = invoke("config", "show", "--port", "7")
+    assert result.exit_code == 0 and result.stdout == "hello on 7\n"
+    monkeypatch.setattr(client.plugins, "discover_plugins", lambda group: {})
+    result = invoke("config", "show")
+    assert result.exit_code == 1 and "needs the SAM server packages" in result.output
