@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sam_domain.run import RunSpec
+
 if TYPE_CHECKING:
     from sam_server.db.models import Job
 
@@ -24,7 +26,7 @@ _CKPT = re.compile(r"^step-(\d{8})\.json$")
 
 def checkpoint_dir(data_dir: Path, *, job_id: str, tenant: str, spec: dict[str, Any]) -> Path:
     """The folder of a job's checkpoints (see the module docstring)."""
-    relative: str | None = (spec.get("run_options") or {}).get("checkpoint_dir")
+    relative = RunSpec.of(spec).run.checkpoint_dir
     root = data_dir.resolve()
     if relative:
         return root / "tenants" / tenant / relative / job_id
@@ -77,6 +79,6 @@ def job_artifacts(data_dir: Path, job: Job) -> dict[str, Any]:
             else None
         ),
         "checkpoints": checkpoints,
-        "checkpoint_dir": (job.spec.get("run_options") or {}).get("checkpoint_dir"),
+        "checkpoint_dir": RunSpec.of(job.spec).run.checkpoint_dir,
         "report": f"{base}/report",
     }
