@@ -85,7 +85,8 @@ _RANDOM = (
 )
 
 # Core ops that make no sense on the wafer (or need a kernel SAM does not have), with the reason
-# a refused job's error gives.
+# a refused job's error gives, as 'why; what to write instead' (the alternative is offered only
+# when the call is on the user's own line: compiler.opcheck).
 REFUSED: dict[str, str] = {
     "aten.sym_size.int": _SHAPE_QUERY,
     "aten.sym_numel.default": _SHAPE_QUERY,
@@ -114,12 +115,16 @@ REFUSED: dict[str, str] = {
         "sorting has no wafer kernel; sort on the host in make_batch, or use a softmax weighting "
         "instead of an order"
     ),
-    "aten.topk.default": "use a softmax or max reduction (amax) instead of topk",
+    "aten.topk.default": (
+        "top-k selection has no wafer kernel; use a softmax or max reduction (amax) instead"
+    ),
     "aten._cdist_forward.default": (
         "pairwise distances have no wafer kernel; write them as matmuls: "
         "(x*x).sum(-1)[:, None] - 2 * x @ y.T + (y*y).sum(-1)[None]"
     ),
-    "aten._pdist_forward.default": "write pairwise distances as matmuls (see _cdist_forward)",
+    "aten._pdist_forward.default": (
+        "pairwise distances have no wafer kernel; write them as matmuls (see _cdist_forward)"
+    ),
     "aten._embedding_bag.default": (
         "embedding bags have no wafer kernel; use nn.Embedding and a sum or mean over the bag"
     ),

@@ -28,6 +28,7 @@ from compiler.errors import ModelError
 from compiler.fx_to_ir import fx_to_ir
 from compiler.model_factory import DEFAULT_FACTORY_PACKAGES
 from compiler.model_source import build_model, load_batch_function
+from compiler.op_location import backward_seq_nr, full_stack_traces
 from compiler.opcheck import check_supported, scan_unsupported_eagerly
 from compiler.training_step import StepLayout, initial_inputs, make_step_function
 from compiler.user_code import user_code_error
@@ -123,6 +124,9 @@ def traced_graph_module(
         # ops: without mkldnn the RNN decomposes to matmuls and pointwise ops
         _without_mkldnn(),
         custom_functions(),
+        # backward nodes keep their forward node's seq_nr: errors locate them (op_location)
+        backward_seq_nr(),
+        full_stack_traces(),
     ):
         return make_fx(
             functional,

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import torch
 
 from compiler.ir import FORMAT, encode_arg
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
+from compiler.op_location import Location, node_locations
 
 _PREFIX = {
     "param": "p",
@@ -41,12 +38,13 @@ def fx_to_ir(
         return names.get(value) if isinstance(value, torch.fx.Node) else None
 
     output_node = None
+    locations = node_locations(list(gm.graph.nodes), user_files, target_name)
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             inputs.append(_constant_input(gm, node, names, constants))
         elif node.op == "call_function":
             names[node] = f"n{len(nodes)}"
-            nodes.append(_ir_node(node, names[node], name_of, user_files))
+            nodes.append(_ir_node(node, names[node], name_of, locations.get(node)))
         elif node.op == "output":
             output_node = node
     outputs = _outputs(output_node, names, layout)
@@ -92,8 +90,17 @@ def _constant_input(
 
 
 def _ir_node(
-    node: torch.fx.Node, name: str, name_of: Any, user_files: tuple[str, ...]
+    node: torch.fx.Node, name: str, name_of: Any, where: Location | None
 ) -> dict[str, Any]:
+    """The IR node; `source` is the user's line that reached it, `where` the PyTorch call and
+    the line that called it (compiler.op_location), `rewritable` whether that line is the user's."""
+    located: dict[str, Any] = {"source": None}
+    if where is not None:
+        located = {
+            "source": where.site if where.in_user_code else where.user,
+            "where": where.describe(),
+            "rewritable": where.in_user_code,
+        }
     return {
         "name": name,
         "target": target_name(node.target),
@@ -101,7 +108,7 @@ def _ir_node(
         "kwargs": encode_arg(dict(node.kwargs), name_of),
         **_meta_shape(node),
         "kernel": None,
-        "source": source_line(node.meta.get("stack_trace"), user_files),
+        **located,
     }
 
 
@@ -140,16 +147,3 @@ def _meta_shape(node: torch.fx.Node) -> dict[str, Any]:
 def _dims(value: torch.Tensor) -> list[int | None]:
     """Static sizes; a data-dependent size (an unbacked SymInt, e.g. after nonzero) is None."""
     return [d if isinstance(d, int) else None for d in value.shape]
-
-
-def source_line(stack_trace: str | None, user_files: tuple[str, ...]) -> str | None:
-    """'model.py:12 in forward' for the innermost frame in a user file (or compiler/builtins.py)."""
-    if not stack_trace:
-        return None
-    wanted = {name.rsplit("/", 1)[-1] for name in user_files} | {"builtins.py"}
-    best = None
-    for path, line, func in _FRAME.findall(stack_trace):
-        base = path.rsplit("/", 1)[-1]
-        if base in wanted and (base != "builtins.py" or "/compiler/" in path):
-            best = f"{base}:{line} in {func}"
-    return best

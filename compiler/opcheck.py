@@ -7,11 +7,11 @@ each op with its input shapes, the user's source line and a rewrite suggestion.
 from __future__ import annotations
 
 import traceback
-from pathlib import Path
 from typing import Any
 
 from compiler.errors import UnsupportedOperator
-from compiler.ops import SUPPORTED_OPS, suggestion_for
+from compiler.op_location import Frame, Location, locate
+from compiler.ops import SUPPORTED_OPS, hint_for
 
 
 def check_supported(graph: dict[str, Any]) -> None:
@@ -23,7 +23,15 @@ def check_supported(graph: dict[str, Any]) -> None:
         if node["target"] in SUPPORTED_OPS:
             continue
         arg_shapes = [shapes.get(a["ref"]) for a in _top_refs(node["args"])]
-        found.append(_violation(node["target"], arg_shapes, node.get("source")))
+        found.append(
+            _violation(
+                node["target"],
+                arg_shapes,
+                node.get("source"),
+                node.get("where"),
+                bool(node.get("rewritable", node.get("source") is not None)),
+            )
+        )
     aten = [f for f in found if f["op"].startswith("aten.")]
     if found:
         # Python-level shape arithmetic (SymInt mul/add) only matters when nothing else explains it.
@@ -40,16 +48,26 @@ def _top_refs(args: list[Any]) -> list[dict[str, str]]:
     return refs
 
 
-def _violation(target: str, shapes: list[Any], source: str | None) -> dict[str, Any]:
+def _violation(
+    target: str, shapes: list[Any], source: str | None, where: str | None, rewritable: bool
+) -> dict[str, Any]:
+    """One unsupported op: `source` the user's line that reached it, `where` the PyTorch call
+    and the line (maybe a library's) that called it; the suggestion offers an alternative only
+    where the user can rewrite the call (their own line), else it gives the reason alone."""
     hint: str | None
     if not target.startswith("aten.") and target != "getitem":
-        hint = "Python arithmetic on a data-dependent size; keep shapes static"
+        hint = (
+            "Python arithmetic on a data-dependent size; keep shapes static" if rewritable else None
+        )
     else:
-        hint = suggestion_for(target)
+        reason, alternative = hint_for(target)
+        parts = [reason, alternative if rewritable else None]
+        hint = "; ".join(p for p in parts if p) or None
     return {
         "op": target,
         "input_shapes": shapes,
-        "source": source or "backward pass",
+        "source": source or where or "backward pass",
+        "where": where or source or "the backward pass",
         "suggestion": hint,
     }
 
@@ -58,13 +76,12 @@ def unsupported_error(found: list[dict[str, Any]]) -> UnsupportedOperator:
     """One error naming every distinct (op, source line) pair."""
     unique: dict[tuple[str, str | None], dict[str, Any]] = {}
     for item in found:
-        unique.setdefault((item["op"], item["source"]), item)
+        unique.setdefault((item["op"], item["where"]), item)
     items = list(unique.values())
     lines = []
     for item in items:
-        where = item["source"]
         hint = f" - {item['suggestion']}" if item["suggestion"] else ""
-        lines.append(f"  {item['op']} at {where} (inputs {item['input_shapes']}){hint}")
+        lines.append(f"  {item['op']}: {item['where']} (inputs {item['input_shapes']}){hint}")
     message = (
         f"the training step uses {len(items)} operator(s) with no wafer kernel; "
         "rewrite them:\n" + "\n".join(lines)
@@ -83,7 +100,6 @@ def scan_unsupported_eagerly(
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    wanted = {Path(n).name for n in user_files} | {"builtins.py"}
     found: list[dict[str, Any]] = []
 
     class Recorder(TorchDispatchMode):
@@ -93,7 +109,14 @@ def scan_unsupported_eagerly(
             name = str(func)
             if name not in SUPPORTED_OPS and not _is_benign(name):
                 shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
-                found.append(_violation(name, shapes, _user_frame(wanted)))
+                where = _live_location(user_files, name)
+                if where is None:
+                    found.append(_violation(name, shapes, None, None, False))
+                else:
+                    user = where.site if where.in_user_code else where.user
+                    found.append(
+                        _violation(name, shapes, user, where.describe(), where.in_user_code)
+                    )
             return func(*args, **(kwargs or {}))
 
     try:
@@ -138,9 +161,12 @@ _BOOKKEEPING = frozenset(
 )
 
 
-def _user_frame(wanted: set[str]) -> str | None:
-    for frame in reversed(traceback.extract_stack()):
-        base = Path(frame.filename).name
-        if base in wanted and (base != "builtins.py" or "/compiler/" in frame.filename):
-            return f"{base}:{frame.lineno} in {frame.name}"
-    return None
+def _live_location(user_files: tuple[str, ...], op: str) -> Location | None:
+    """The Location of the op being dispatched now, from the Python stack below the outermost
+    `forward` (None outside a forward: the loss or the backward pass)."""
+    stack = traceback.extract_stack()
+    start = next((i for i, f in enumerate(stack) if f.name == "forward"), None)
+    if start is None:
+        return None
+    frames = [Frame(f.filename, f.lineno or 0, f.name, f.line or "") for f in stack[start:]]
+    return locate(frames, user_files, op)

@@ -172,7 +172,7 @@ SUGGESTIONS: dict[str, str] = {
     "aten.nonzero.default": "data-dependent output shape; use a mask: torch.where(cond, x, 0) or x * cond",
     "aten.sort.default": "sorting has no wafer kernel; sort on the host in make_batch, or use a softmax weighting instead of an order",
     "aten.sort.stable": "sorting has no wafer kernel; precompute the order on the host in make_batch",
-    "aten.topk.default": "use a softmax or max reduction (amax) instead of topk",
+    "aten.topk.default": "top-k selection has no wafer kernel; use a softmax or max reduction (amax) instead of topk",
     "aten.argsort.default": "precompute the order on the host in make_batch",
     "aten.unique.default": "data-dependent output shape; precompute on the host in make_batch",
     "aten._unique2.default": "data-dependent output shape; precompute on the host in make_batch",
@@ -207,9 +207,14 @@ def op_class(target: str) -> str:
     return "other"
 
 
-def suggestion_for(target: str) -> str | None:
-    """A rewrite hint for an unsupported op, when one exists."""
-    return SUGGESTIONS.get(target) or SUGGESTIONS.get(target.rsplit(".", 1)[0] + ".default")
+def hint_for(target: str) -> tuple[str | None, str | None]:
+    """(why the wafer has no kernel, what to write instead) for an unsupported op, each when
+    known: a hint reads 'reason; alternative', or is an alternative alone."""
+    text = SUGGESTIONS.get(target) or SUGGESTIONS.get(target.rsplit(".", 1)[0] + ".default")
+    if not text:
+        return None, None
+    reason, sep, alternative = text.partition("; ")
+    return (reason, alternative) if sep else (None, text)
 
 
 def decomposition_table() -> dict[Any, Any]:

@@ -79,9 +79,28 @@ def user_code_error(doing: str, exc: BaseException) -> ModelError:
         message = f"{doing} raised {type(exc).__name__}: {text}"
     message += file_system_hint(exc)
     frames = user_traceback(exc)
-    if frames and not _is_library_frame(_last_filename(exc)):
+    where = _raising_call(exc)
+    if where:
+        message += f" (at {where})"
+    elif frames and not _is_library_frame(_last_filename(exc)):
         message += f" (at {frames[-1]})"
     return ModelError(message, {"traceback": user_traceback(exc), "exception": type(exc).__name__})
+
+
+def _raising_call(exc: BaseException) -> str | None:
+    """'torch.roll at timm/models/swin_transformer.py:560 in forward, from model.py:11 in
+    forward' when a library's line below the user's raised (None otherwise)."""
+    import traceback
+
+    from compiler.op_location import Frame, locate
+
+    stack = traceback.extract_tb(exc.__traceback__)
+    start = next((i for i, f in enumerate(stack) if f.name == "forward"), None)
+    if start is None:
+        return None
+    frames = [Frame(f.filename, f.lineno or 0, f.name, f.line or "") for f in stack[start:]]
+    where = locate(frames, None)
+    return where.describe() if where is not None and where.user else None
 
 
 def user_traceback(exc: BaseException, limit: int = 12) -> list[str]:
