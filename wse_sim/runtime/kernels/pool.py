@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from wse_sim.runtime.kernels.conv import out_size, pair, windows
+from wse_sim.runtime.kernels.reductions import first_near_max
 from wse_sim.runtime.kernels.registry import simple
 
 _Pair = tuple[int, int]
@@ -51,13 +52,15 @@ def max_pool2d_with_indices(
     dilation: Any = 1,
     ceil_mode: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(max over each window [N, C, OH, OW], flat H*W index of each max as int64)."""
+    """(max over each window [N, C, OH, OW], flat H*W index of each max as int64; the first of
+    values tied within rounding, as eager picks the first of a tie)."""
     x = np.asarray(x)
     k, s, p, d, out = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode)
     win = windows(_pad_for(x, k, s, p, d, out, -np.inf), k, s, d, out).reshape(
         *x.shape[:2], *out, k[0] * k[1]
     )
-    arg = np.argmax(win, axis=-1)
+    finite = np.abs(x[np.isfinite(x)])
+    arg = first_near_max(win, -1, float(finite.max()) if finite.size else 0.0)
     values = np.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
     rows = np.arange(out[0])[:, None] * s[0] - p[0] + (arg // k[1]) * d[0]
     cols = np.arange(out[1])[None, :] * s[1] - p[1] + (arg % k[1]) * d[1]

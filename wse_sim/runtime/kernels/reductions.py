@@ -47,9 +47,40 @@ def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
     return np.min(x, axis=_axes(list(dim) if dim is not None else None), keepdims=keepdim)
 
 
+# Values within NEAR_TIE_EPS x (the tensor's largest magnitude) of the maximum count as tied: the
+# wafer's arithmetic (another summation order, fp16) moves values by about that much, so an
+# exact tie in eager (two zeros after a ReLU) may arrive as a near-tie; the first wins, as eager's
+# CPU kernels pick the first of a tie.
+NEAR_TIE_EPS = {np.dtype(np.float32): 2.0**-20, np.dtype(np.float16): 2.0**-9}
+
+
+def first_near_max(x: Any, axis: int, scale: float | None = None) -> np.ndarray:
+    """Index along `axis` of the first element within rounding of the maximum (eager's choice
+    on ties); a NaN wins as in eager. `scale`: the magnitude rounding is relative to (default:
+    the largest finite |x|)."""
+    x = np.asarray(x)
+    eps = NEAR_TIE_EPS.get(x.dtype)
+    if eps is None or x.size == 0:
+        return np.asarray(np.argmax(x, axis=axis))
+    if scale is None:
+        finite = np.abs(x[np.isfinite(x)])
+        scale = float(finite.max()) if finite.size else 0.0
+    top = np.max(x, axis=axis, keepdims=True)
+    near = (x >= top - eps * scale) | np.isnan(x)
+    return np.asarray(np.argmax(near, axis=axis))
+
+
+def first_near_min(x: Any, axis: int, scale: float | None = None) -> np.ndarray:
+    """first_near_max of -x."""
+    return first_near_max(-np.asarray(x), axis, scale)
+
+
 def _extreme_along(arg: Any, x: Any, dim: int, keepdim: bool) -> tuple[Any, Any]:
-    """(values, int64 indices) of np.argmax/np.argmin `arg` along `dim`, as aten returns them."""
-    idx = arg(x, axis=dim, keepdims=True)
+    """(values, int64 indices) of first_near_max/min `arg` along `dim`, as aten returns them."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x, np.zeros((), dtype=np.int64)
+    idx = np.expand_dims(arg(x, axis=dim), dim)
     values = np.take_along_axis(np.asarray(x), idx, axis=dim)
     if not keepdim:
         idx, values = np.squeeze(idx, dim), np.squeeze(values, dim)
@@ -59,13 +90,13 @@ def _extreme_along(arg: Any, x: Any, dim: int, keepdim: bool) -> tuple[Any, Any]
 @simple("aten.max.dim")
 def max_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
     """(values, indices) of the maximum along `dim`."""
-    return _extreme_along(np.argmax, x, dim, keepdim)
+    return _extreme_along(first_near_max, x, dim, keepdim)
 
 
 @simple("aten.min.dim")
 def min_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
     """(values, indices) of the minimum along `dim`."""
-    return _extreme_along(np.argmin, x, dim, keepdim)
+    return _extreme_along(first_near_min, x, dim, keepdim)
 
 
 @simple("aten.max.default")
@@ -82,14 +113,27 @@ def min_all(x: Any) -> Any:
 
 @simple("aten.argmax.default")
 def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
-    """Index of the maximum (over the flattened tensor when dim is None)."""
-    return np.argmax(x, axis=dim, keepdims=keepdim).astype(np.int64)
+    """Index of the maximum (over the flattened tensor when dim is None; the first of
+    near-ties, as eager)."""
+    return _arg_extreme(first_near_max, x, dim, keepdim)
 
 
 @simple("aten.argmin.default")
 def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
-    """Index of the minimum (over the flattened tensor when dim is None)."""
-    return np.argmin(x, axis=dim, keepdims=keepdim).astype(np.int64)
+    """Index of the minimum (over the flattened tensor when dim is None; the first of
+    near-ties, as eager)."""
+    return _arg_extreme(first_near_min, x, dim, keepdim)
+
+
+def _arg_extreme(arg: Any, x: Any, dim: int | None, keepdim: bool) -> Any:
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.zeros((), dtype=np.int64)
+    if dim is None:
+        idx = arg(x.reshape(-1), axis=0)
+        return (np.full([1] * x.ndim, idx) if keepdim else np.asarray(idx)).astype(np.int64)
+    idx = arg(x, axis=dim)
+    return (np.expand_dims(idx, dim) if keepdim else idx).astype(np.int64)
 
 
 @simple("aten.var.correction", "aten.var.dim")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from wse_sim.runtime.kernels.conv import pair
+from wse_sim.runtime.kernels.reductions import first_near_max
 from wse_sim.runtime.kernels.registry import simple
 
 _THREE = np.float32(3.0)
@@ -57,8 +58,11 @@ def _bins(size: int, out: int) -> list[tuple[int, int]]:
 
 @simple("aten.adaptive_max_pool2d.default")
 def adaptive_max_pool2d(x: Any, output_size: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(max over each adaptive bin, flat H*W index of the max as int64; the first on ties)."""
+    """(max over each adaptive bin, flat H*W index of the max as int64; the first of values
+    tied within rounding, as eager)."""
     x = np.asarray(x)
+    finite = np.abs(x[np.isfinite(x)])
+    scale = float(finite.max()) if finite.size else 0.0
     h, w = x.shape[-2:]
     oh, ow = pair(output_size)
     values = np.empty((*x.shape[:-2], oh, ow), dtype=x.dtype)
@@ -66,7 +70,7 @@ def adaptive_max_pool2d(x: Any, output_size: Any) -> tuple[np.ndarray, np.ndarra
     for i, (r0, r1) in enumerate(_bins(h, oh)):
         for j, (c0, c1) in enumerate(_bins(w, ow)):
             patch = x[..., r0:r1, c0:c1].reshape(*x.shape[:-2], -1)
-            arg = np.argmax(patch, axis=-1)
+            arg = first_near_max(patch, -1, scale)
             values[..., i, j] = np.take_along_axis(patch, arg[..., None], axis=-1)[..., 0]
             index[..., i, j] = (r0 + arg // (c1 - c0)) * w + c0 + arg % (c1 - c0)
     return values, index
