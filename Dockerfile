@@ -14,6 +14,7 @@ RUN pip install ${TORCH_SPEC}
 COPY pyproject.toml README.md ./
 COPY sam_server ./sam_server
 COPY sam_worker ./sam_worker
+COPY sam_domain ./sam_domain
 COPY wse_sim ./wse_sim
 COPY compiler ./compiler
 COPY client ./client
