@@ -16,11 +16,12 @@ tried per cycle (each costs one free-space computation), smallest first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sam_server.scheduling.geometry import FreeSpace, maximal_empty_rects
-from sam_server.scheduling.model import PolicyConfig, PolicyJob, PolicyWafer, arch_matches
+from sam_server.scheduling.model import PolicyJob, PolicyWafer, arch_matches
 from sam_server.scheduling.placement import best_fit_on
 from sam_server.scheduling.preemption import Held
 
@@ -28,6 +29,21 @@ MAX_TRIES = 8
 """Candidates (running jobs) tried per cycle."""
 MAX_SHAPES = 3
 """Shapes of the blocked job tried per candidate."""
+
+
+class MoveRules(Protocol):
+    """What a move reads of the profile's `CycleArgs`."""
+
+    @property
+    def flexible(self) -> bool: ...
+    @property
+    def max_preemptions_per_job(self) -> int: ...
+    @property
+    def min_run_before_preempt_s(self) -> float: ...
+
+
+Allowed = Callable[[PolicyJob], "list[bool] | None"]
+"""Per wafer, whether a job may run there (the profile's filters); None: everywhere."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +62,7 @@ class MigrationChoice:
     cols: int
 
 
-def can_migrate(job: PolicyJob, now: float, config: PolicyConfig) -> bool:
+def can_migrate(job: PolicyJob, now: float, config: MoveRules) -> bool:
     """Whether a running `job` may be moved now (checkpointing, ran long enough, under the
     per-job bound shared with preemption)."""
     if not job.preemptible or job.state != "running" or job.started_at is None:
@@ -63,13 +79,15 @@ def choose_migration(
     spaces: Sequence[FreeSpace | None],
     all_wafers: Sequence[PolicyWafer],
     now: float,
-    config: PolicyConfig,
+    config: MoveRules,
+    allowed: Allowed | None = None,
 ) -> MigrationChoice | None:
     """One move that lets `blocked` start now, or None.
 
     `wafers`: (rows, cols, held rectangles) per wafer, None where `blocked` may not go;
     `spaces`: the free space of every wafer now (None: not usable), for the moved job's target;
-    `all_wafers`: the snapshot's wafers (the moved job stays on its arch).
+    `all_wafers`: the snapshot's wafers (the moved job stays on its arch); `allowed`: the
+    wafers the profile's filters let the moved job go to.
     Candidates are the movable jobs on wafers where free PEs plus theirs cover `blocked`,
     smallest first (least work to checkpoint and restart), then by id.
     """
@@ -101,7 +119,7 @@ def choose_migration(
                 continue
             after = opened.copy()
             after.occupy((fit[1], fit[2], rows, cols))
-            target = _target(moved, w, after, spaces, all_wafers, config)
+            target = _target(moved, w, after, spaces, all_wafers, config, allowed)
             if target is not None:
                 return MigrationChoice(
                     moved.job, w, target[0], target[1], w, fit[1], fit[2], rows, cols
@@ -115,15 +133,19 @@ def _target(
     after: FreeSpace,
     spaces: Sequence[FreeSpace | None],
     wafers: Sequence[PolicyWafer],
-    config: PolicyConfig,
+    config: MoveRules,
+    allowed: Allowed | None = None,
 ) -> tuple[int, tuple[int, int, int, int]] | None:
     """Where the moved job restarts: its wafer (around the blocked job's new rectangle) first,
     then the other wafers of its arch in order; in its current shape, else one of the other
     shapes it accepts."""
     assert moved.job is not None
     shapes = moved.job.candidate_shapes(config.flexible)[:MAX_SHAPES]
+    mask = allowed(moved.job) if allowed is not None else None
     for w, space in [(home, after), *((k, s) for k, s in enumerate(spaces) if k != home)]:
         if space is None or not arch_matches(wafers[w], moved.job):
+            continue
+        if mask is not None and not mask[w]:
             continue
         for r, c in shapes:
             fit = best_fit_on(space, r, c)

@@ -225,9 +225,6 @@ class PolicyConfig:
       while another job of about its size (0.8-1.25x its PEs) waits and no smaller one does: it
       goes where that job still fits beside it (two half-wafer jobs side by side, 23x17 +
       23x17 on 23x34, instead of one in 16x24 and the other waiting it out).
-    - reserve_off_free: a reservation's rectangle (among those where it starts earliest) is the
-      one that takes the least of the space free now: it lies where running jobs end, so jobs
-      that would still run at its start can backfill the free space (1-D EASY's spare PEs).
     - drain_stop_share: drain stop: when the first blocked job (the oldest, as a rule) needs at
       least `drain_stop_min_job` of a wafer, no migration lets it start, and the running jobs
       in its way hold at most this share of its PEs, those jobs (of its class or lower, each
@@ -272,7 +269,6 @@ class PolicyConfig:
     requeue_stopped: bool = True
     lookahead: int = 2
     lookahead_pairs: bool = True
-    reserve_off_free: bool = False
     drain_stop_share: float = 0.5
     drain_stop_min_job: float = 0.5
     drain_stop_min_left_s: float = 1800.0

@@ -11,7 +11,7 @@ Protection against thrash, all enforced here:
   `suspend_max` times only for a preemptor `suspend_again_factor` times further behind;
 - jobs marked not preemptible are never victims;
 - the fewest victims are taken (greedy, then pruned), youngest first, so little work is lost;
-  for a drain stop (`drain`, see `PolicyConfig.drain_stop_share`), the fewest PEs.
+  for a drain stop (`drain`, see `plugins.drain`), the fewest PEs.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sam_server.scheduling.geometry import (
     maximal_empty_rects,
     occupy,
 )
-from sam_server.scheduling.model import PolicyConfig, PolicyJob
+from sam_server.scheduling.model import PolicyJob
 from sam_server.scheduling.placement import best_fit_on
 
 
@@ -42,6 +42,21 @@ class Held:
 
 
 @dataclass(frozen=True)
+class StopRules:
+    """The protections a stop is made under (the `preempt` and `drain` plugins' arguments and
+    the profile's `CycleArgs`); 0 turns a rule of suspension or drain off."""
+
+    min_run_before_preempt_s: float
+    max_preemptions_per_job: int
+    suspend_factor: float = 0.0
+    suspend_max: int = 0
+    suspend_again_factor: float = 0.0
+    suspend_wait_share: float = 0.0
+    drain_stop_share: float = 0.0
+    drain_stop_min_left_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class PreemptionChoice:
     """Victims to stop on wafer `wafer_index` and the rectangle the preemptor will get."""
 
@@ -51,7 +66,7 @@ class PreemptionChoice:
     col: int
 
 
-def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig) -> bool:
+def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: StopRules) -> bool:
     """Selective suspension (`suspend_factor`): a job of the same class may be stopped for a
     shorter one whose slowdown so far is `suspend_factor` times the victim's; only a job with
     more time left than the preemptor's whole limit (a short job never waits for a long one),
@@ -79,7 +94,7 @@ def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: Pol
     return slowdown_so_far(preemptor, now) >= bar
 
 
-def may_drain(victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig) -> bool:
+def may_drain(victim: PolicyJob, preemptor: PolicyJob, now: float, config: StopRules) -> bool:
     """Drain stop (`drain_stop_share`): a job of the preemptor's class or lower, with at least
     `drain_stop_min_left_s` left, not stopped `suspend_max` times already."""
     if config.drain_stop_share <= 0 or victim.started_at is None:
@@ -93,7 +108,7 @@ def may_drain(victim: PolicyJob, preemptor: PolicyJob, now: float, config: Polic
 
 
 def can_be_victim(
-    victim: PolicyJob, preemptor: PolicyJob, now: float, config: PolicyConfig, drain: bool = False
+    victim: PolicyJob, preemptor: PolicyJob, now: float, config: StopRules, drain: bool = False
 ) -> bool:
     """Whether `victim` may be preempted for `preemptor` at `now` under the thrash protections."""
     if not victim.preemptible or victim.state != "running" or victim.started_at is None:
@@ -143,7 +158,7 @@ def _victims_on(
     wafer: tuple[int, int],
     held: Sequence[Held],
     now: float,
-    config: PolicyConfig,
+    config: StopRules,
     drain: bool = False,
 ) -> tuple[list[int], FreeSpace] | None:
     """Indexes (into `held`) of the fewest victims that let `job` fit on this wafer, or None."""
@@ -178,7 +193,7 @@ def choose_victims(
     job: PolicyJob,
     wafers: Sequence[tuple[int, int, Sequence[Held]] | None],
     now: float,
-    config: PolicyConfig,
+    config: StopRules,
     drain: bool = False,
 ) -> PreemptionChoice | None:
     """The cheapest preemption (fewest victims, then fewest PEs; with `drain`, fewest PEs, then

@@ -26,20 +26,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Literal, Protocol
 
 from sam_domain.jobs import CLASS_RANK
 from sam_server.scheduling.fairshare import combined_factor, tenant_factors, user_factor
 from sam_server.scheduling.model import (
-    PolicyConfig,
     PolicyJob,
     PriorityBreakdown,
+    PriorityWeights,
     TenantState,
 )
+
+
+class PriorityRules(Protocol):
+    """What the factors read: `plugins.priority_sort.PriorityArgs` (or a `PolicyConfig`)."""
+
+    @property
+    def weights(self) -> PriorityWeights: ...
+    @property
+    def age_cap_s(self) -> float: ...
+    @property
+    def favor_small(self) -> bool: ...
+    @property
+    def size_horizon_s(self) -> float: ...
+    @property
+    def user_share_weight(self) -> float: ...
+    @property
+    def aging(self) -> Literal["linear", "slowdown"]: ...
+    @property
+    def slowdown_floor_s(self) -> float: ...
+
 
 FACTOR_NAMES = ("priority_class", "fair_share", "age", "size")
 
 
-def size_factor(job: PolicyJob, cluster_pes: int, config: PolicyConfig) -> float:
+def size_factor(job: PolicyJob, cluster_pes: int, config: PriorityRules) -> float:
     """The job-size factor in [0, 1] (see the module docstring)."""
     if cluster_pes <= 0:
         return 0.0
@@ -50,7 +71,7 @@ def size_factor(job: PolicyJob, cluster_pes: int, config: PolicyConfig) -> float
     return max(0.0, 1.0 - math.log1p(limit) / math.log1p(horizon))
 
 
-def age_factor(job: PolicyJob, now: float, config: PolicyConfig) -> float:
+def age_factor(job: PolicyJob, now: float, config: PriorityRules) -> float:
     """Eligible wait over the age cap, in [0, 1]; with `aging="slowdown"`, the wait over the
     wait plus the job's time limit (floored at `slowdown_floor_s`): 1 - 1/(bounded slowdown so
     far), which grows fastest for the jobs whose slowdown grows fastest."""
@@ -67,7 +88,7 @@ class PriorityCalculator:
     """Computes priority breakdowns for the jobs of one snapshot (fair-share factors cached)."""
 
     def __init__(
-        self, tenants: Mapping[str, TenantState], cluster_pes: int, config: PolicyConfig
+        self, tenants: Mapping[str, TenantState], cluster_pes: int, config: PriorityRules
     ) -> None:
         self.tenants = tenants
         self.cluster_pes = cluster_pes

@@ -12,11 +12,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from sam_domain.geometry import Rect
 from sam_server.scheduling.geometry import FreeSpace, Mer, fits_in, occupy, pareto_front
-from sam_server.scheduling.placement import best_fit_on, corner_spots, first_fit_on
+from sam_server.scheduling.placement import best_fit_on, first_fit_on
 from sam_server.scheduling.shapes import Shape, free_space_shapes
 
 
@@ -117,15 +115,11 @@ def earliest_start(
     wafers: Sequence[tuple[int, int, Sequence[TimedRect]] | None],
     now: float,
     placement: str,
-    busy: Sequence[Sequence[Rect]] | None = None,
 ) -> EarliestStart | None:
     """Earliest (wafer, rectangle, time >= now) for a rows x cols job, or None if it never fits.
 
     `wafers` lists (rows, cols, held rectangles) per wafer, None for a wafer that is not usable.
     Ties on time go to the better placement score, then to the lower wafer index.
-    `busy` (best fit only): per wafer, the rectangles occupied now (disjoint); the rectangle is
-    then the one that takes the least of the space free now (`_off_free_spot`), so the jobs that
-    backfill before the reservation starts keep the most room, as 1-D EASY's spare PEs do.
     """
     best: tuple[tuple[float, ...], EarliestStart] | None = None
     for i, wafer in enumerate(wafers):
@@ -139,10 +133,6 @@ def earliest_start(
         if placement == "first_fit":
             spot = first_fit_on(space, rows, cols)
             score: tuple[float, ...] = (start, i)
-        elif busy is not None:
-            fit = _off_free_spot(space, rows, cols, busy[i])
-            spot = None if fit is None else (fit[1], fit[2])
-            score = (start, *(fit[0] if fit else ()), i)
         else:
             fit = best_fit_on(space, rows, cols)
             spot = None if fit is None else (fit[1], fit[2])
@@ -152,32 +142,3 @@ def earliest_start(
         if best is None or score < best[0]:
             best = (score, EarliestStart(i, spot[0], spot[1], start))
     return None if best is None else best[1]
-
-
-def _off_free_spot(
-    space: FreeSpace, rows: int, cols: int, busy: Sequence[Rect]
-) -> tuple[tuple[int, ...], int, int] | None:
-    """Best (score, row, col) for a rows x cols reservation in `space` (the free space when it
-    starts): the corner of a free rectangle that covers the most of `busy` (the rectangles
-    occupied now, disjoint), i.e. takes the least of the space free now; then best fit's
-    (shrink, hole), row, col. None if it does not fit."""
-    corners = corner_spots(space, rows, cols)
-    if corners is None:
-        return None
-    pos_row, pos_col, hole, shrink = corners
-    covered = np.zeros(len(pos_row), dtype=np.int64)
-    if busy:
-        b = np.array(busy, dtype=np.int64).reshape(-1, 4)
-        r0, c0 = b[None, :, 0], b[None, :, 1]
-        r1, c1 = r0 + b[None, :, 2], c0 + b[None, :, 3]
-        pr, pc = pos_row[:, None], pos_col[:, None]
-        tall = np.clip(np.minimum(pr + rows, r1) - np.maximum(pr, r0), 0, None)
-        wide = np.clip(np.minimum(pc + cols, c1) - np.maximum(pc, c0), 0, None)
-        covered = (tall * wide).sum(axis=1)
-    order = np.lexsort((pos_col, pos_row, hole, shrink, -covered))
-    k = int(order[0])
-    return (
-        (int(rows * cols - covered[k]), int(shrink[k]), int(hole[k])),
-        int(pos_row[k]),
-        int(pos_col[k]),
-    )

@@ -10,8 +10,17 @@ from dataclasses import replace
 
 import pytest
 
-from sam_server.scheduling import Allocation, Plan, PolicyConfig, PolicyJob, PolicyQuota, Snapshot
+from sam_server.scheduling import (
+    Allocation,
+    Plan,
+    PolicyConfig,
+    PolicyJob,
+    PolicyQuota,
+    Snapshot,
+    static_order,
+)
 from sam_server.scheduling import policy as policy_module
+from sam_server.scheduling.plugins import priority_sort
 from sam_server.scheduling.priority import PriorityCalculator
 from tests.scheduling.factories import snapshot
 
@@ -141,14 +150,14 @@ def test_the_incremental_plan_is_the_plan_from_scratch_over_many_cycles(
 ) -> None:
     world = _World(seed)
     config = PolicyConfig(ordering=ordering, reserve_after_s=600.0)  # type: ignore[arg-type]
-    kept = policy_module._StaticOrder()  # what the cycles leave behind
+    kept = static_order.StaticOrder()  # what the cycles leave behind
     world.arrive(100)  # (more than _FEW_NEW: merged by a sort; later ones inserted)
     for _ in range(25):
         snap = world.snapshot(config)
         selection = _Selection(depth=5, every=7, changed=set(world.changed))
-        monkeypatch.setattr(policy_module, "_STATIC", kept)
+        monkeypatch.setattr(priority_sort, "STATIC", kept)
         incremental = policy_module.plan(snap, world.now, explain_only=selection)
-        monkeypatch.setattr(policy_module, "_STATIC", policy_module._StaticOrder())
+        monkeypatch.setattr(priority_sort, "STATIC", static_order.StaticOrder())
         scratch = policy_module.plan(_from_scratch(snap), world.now, explain_only=selection)
         assert incremental == scratch
         assert list(incremental.waiting) == list(scratch.waiting)  # queue order, as stored

@@ -166,7 +166,7 @@ def test_a_decision_is_the_same_for_the_same_snapshot(case) -> None:
     assert plan(snap, 100.0) == plan(snap, 100.0)
 
 
-LOOKING_AHEAD = PolicyConfig(lookahead=3, reserve_off_free=True, reserve_after_s=0.0)
+LOOKING_AHEAD = PolicyConfig(lookahead=3, reserve_after_s=0.0)
 
 
 @settings(max_examples=25, deadline=None)

@@ -1,5 +1,4 @@
-"""Look-ahead placement (`PolicyConfig.lookahead`) and reservations kept off the free space
-(`PolicyConfig.reserve_off_free`)."""
+"""Look-ahead placement (the `fit` plugin's `lookahead`, `PolicyConfig.lookahead`)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.placement import copies_after, lookahead_placement
 from sam_server.scheduling.shapes import flexible_shapes
 
-from .factories import job, running, snapshot
+from .factories import job, snapshot
 
 QUARTER = 192  # 32 processors at 6 PEs each: a quarter of 128 processors
 
@@ -51,24 +50,6 @@ def test_the_look_ahead_counts_the_pinwheel() -> None:
 def test_a_wafer_with_room_for_many_more_is_not_searched() -> None:
     shapes = flexible_shapes(24, 23, 34)  # 4 processors: 32 of them fit
     assert lookahead_placement([FreeSpace.of(23, 34, [])], shapes, 24, 4.0, 3) is None
-
-
-def test_a_long_small_job_backfills_beside_a_reservation_kept_off_the_free_space() -> None:
-    # 8x8: the right half held until 100, the left half free. A 8x6 job that waited gets a
-    # reservation at 100; a small 8x2 job that runs past 100 can start now only if the
-    # reservation leaves it a free strip: placed over the held half (cols 2-7), it does.
-    wafer = [("w0", 8, 8)]
-    held, alloc = running(9, 0, 4, 8, 4, limit=100.0)
-    big = job(1, 8, 6, limit=500.0, submitted=0.0)
-    small = job(2, 8, 2, limit=1000.0, submitted=5.0)
-    snap = snapshot(wafer, [held, big, small], {"w0": [alloc]})
-    on = plan(snap, 10.0, PolicyConfig(reserve_after_s=0.0, reserve_off_free=True))
-    assert on.reservation is not None and on.reservation.job_id == 1
-    assert (on.reservation.col, on.reservation.start_time) == (2, 100.0)
-    assert [(s.job_id, s.col) for s in on.starts] == [(2, 0)]
-    off = plan(snap, 10.0, PolicyConfig(reserve_after_s=0.0))
-    assert off.reservation is not None and off.reservation.col == 0
-    assert off.starts == []
 
 
 HALF = 384  # 64 processors at 6 PEs each: half of 23x34 (782 PEs) but for 14

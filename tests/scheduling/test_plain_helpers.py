@@ -11,6 +11,7 @@ import pytest
 
 from sam_server.scheduling import explain, layers, migration, placement, policy, preemption
 from sam_server.scheduling import reservation as timed
+from sam_server.scheduling.framework import cycle
 from sam_server.scheduling.geometry import FreeSpace, _mers_cached, pareto_front
 from sam_server.scheduling.model import (
     CLASS_RANK,
@@ -196,7 +197,7 @@ def test_the_plan_with_plain_helpers_is_the_same_plan(
     assert fast.waiting and (fast.starts or not config.backfill)
     with monkeypatch.context() as patched:
         patched.setattr(FreeSpace, "fits", _plain_fits)
-        for module in (placement, explain, layers, policy):
+        for module in (placement, explain, layers, cycle):
             patched.setattr(module, "FitIndex", _PlainFitIndex)
         for module in (placement, preemption, migration, timed):
             patched.setattr(module, "best_fit_on", plain_best_fit)
