@@ -131,17 +131,17 @@ def worker_wafer(wafer_id: str, concurrency: int | None, metrics_port: int) -> N
     if concurrency is None:  # as many threads as regions the policy may place on the wafer
         concurrency = _wafer_slots(wafer_id)
     from sam_server.broker import wafer_queue
+    from sam_server.config import get_settings
     from sam_worker.celery_app import get_celery
     from sam_worker.wafer_host import start_host
 
     _logging()
     _probe_sandbox()
-    wafer = start_host(wafer_id)
+    settings = get_settings()
+    wafer = start_host(wafer_id, settings)
     wafer.slots = concurrency
     if metrics_port:
-        from sam_server.config import get_settings
-
-        wafer.serve_metrics(metrics_port, get_settings().metrics.metrics_host)
+        wafer.serve_metrics(metrics_port, settings.metrics.metrics_host)
     wafer.beat()
     wafer.start_heartbeat()
     wafer.memory.budget = _bound_wafer_memory(concurrency)

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.exc import OperationalError
 
 from sam_domain.run import RunOptions
-from sam_server.config import get_settings
+from sam_server.config import Settings
 from sam_server.db.session import session_scope
 from sam_server.services import lifecycle
 from sam_worker.job_outputs import EpochTracker, shown
@@ -34,6 +34,8 @@ class StepReporter:
         attempt: int,
         ckpt_dir: Path,
         every_s: float = 0.25,
+        *,
+        settings: Settings,
         checkpoint_every: int | None = None,
         run_opts: RunOptions | None = None,
         timeline: InputTimeline | None = None,
@@ -53,7 +55,7 @@ class StepReporter:
         self.lost = False
         self.noted_ckpt: int | None = None
         self.max_step = -1  # the highest step this attempt has run
-        scale = get_settings()
+        scale = settings
         self.log_every, self.keep_checkpoints = (
             scale.worker.log_every_steps,
             scale.storage.checkpoint_keep,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from sam_server.config import get_settings
+from sam_server.config import Settings
 from sam_server.db.session import session_scope
 from sam_server.services.lifecycle import heartbeat_wafer
 from sam_worker.host_memory import HostMemory
@@ -84,10 +84,10 @@ class _WaferGauges:
 class WaferHost:
     """A `wse_sim.Wafer` for the cluster file's wafer `wafer_id`, plus its heartbeat thread."""
 
-    def __init__(self, wafer_id: str) -> None:
+    def __init__(self, wafer_id: str, settings: Settings) -> None:
         from wse_sim import Wafer
 
-        settings = get_settings()
+        self.settings = settings
         cluster = settings.load_cluster()
         cfg = next((w for w in cluster.wafers if w.id == wafer_id), None)
         if cfg is None:
@@ -139,7 +139,7 @@ class WaferHost:
                     self.wafer.release(owner)
 
     def beat(self) -> None:
-        with session_scope(get_settings().resolved_database_url) as session:
+        with session_scope(self.settings.resolved_database_url) as session:
             heartbeat_wafer(
                 session,
                 wafer_id=self.wafer_id,
@@ -150,7 +150,7 @@ class WaferHost:
             )
 
     def start_heartbeat(self) -> None:
-        every = get_settings().worker.heartbeat_s
+        every = self.settings.worker.heartbeat_s
 
         def loop() -> None:
             while not self._stop.is_set():
@@ -166,11 +166,11 @@ class WaferHost:
 _HOST: WaferHost | None = None
 
 
-def start_host(wafer_id: str) -> WaferHost:
+def start_host(wafer_id: str, settings: Settings) -> WaferHost:
     """Make this process the worker of wafer `wafer_id` (`sam worker wafer --wafer ID` calls it
     once, before its tasks run); the WaferHost its tasks then find with `host()`."""
     global _HOST
-    _HOST = WaferHost(wafer_id)
+    _HOST = WaferHost(wafer_id, settings)
     return _HOST
 
 

@@ -85,6 +85,7 @@ def _train(
         owner,
         claim.attempt,
         ckpt_dir,
+        settings=settings,
         checkpoint_every=run_spec.run.checkpoint_interval,
         run_opts=run_spec.run,
         timeline=_input_timeline(run_spec),

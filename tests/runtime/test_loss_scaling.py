@@ -127,10 +127,13 @@ def test_fp16_job_that_overflows_without_scaling_trains_with_it(wafer) -> None:
 
 
 def test_skipped_steps_are_logged(tmp_path) -> None:
+    from sam_server.config import Settings
     from sam_worker.wafer_runner import StepReporter
     from wse_sim.runtime.training import StepRecord
 
-    reporter = StepReporter("sqlite://", "job", "owner", 1, tmp_path, every_s=3600)
+    reporter = StepReporter(
+        "sqlite://", "job", "owner", 1, tmp_path, every_s=3600, settings=Settings(data_dir=tmp_path)
+    )
     reporter.on_step(StepRecord(1.5, 100, 10.0, skipped=True, loss_scale=32768.0, step=3))
     assert any(
         level == "WARNING" and "step 3" in text and "skipped" in text and "32768" in text

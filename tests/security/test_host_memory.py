@@ -94,7 +94,7 @@ def test_the_wafer_worker_s_metrics_show_what_its_jobs_reserve(
         monkeypatch.delenv(name)
     get_settings.cache_clear()
     try:
-        host = WaferHost("wse-0")  # the default cluster's
+        host = WaferHost("wse-0", get_settings())  # the default cluster's
         host.memory.reserve("job/run", 123 * MiB)
         gauges = {f.name: f.samples[0].value for f in _WaferGauges(host).collect()}
         assert gauges["sam_wafer_host_memory_reserved_bytes"] == 123 * MiB

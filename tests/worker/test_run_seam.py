@@ -30,7 +30,9 @@ def _context(tmp_path: Path, time_limit_s: int) -> RunContext:
         total_steps=10,
     )
     lease = LeaseKeeper("sqlite://", "j1", "w", lease_s=30, every_s=5)
-    reporter = StepReporter("sqlite://", "j1", "w", 1, tmp_path, every_s=3600)
+    reporter = StepReporter(
+        "sqlite://", "j1", "w", 1, tmp_path, every_s=3600, settings=Settings(data_dir=tmp_path)
+    )
     return RunContext(claim, Settings(data_dir=tmp_path), "w", lease, reporter, tmp_path / "ck")
 
 
