@@ -129,32 +129,49 @@ def capture_train_step(
             flat.append(value)
             described.append(("opt_state", f"{name}.{key}"))
             state_labels.append(("opt_state", f"{name}.{key}"))
+    # .grad carried from step to step, as eager keeps it (dropped below when zero_grad clears it)
+    for name, p in params:
+        flat.append(torch.zeros_like(p).detach())
+        described.append(("grad_acc", f"{name}.grad_acc"))
     flat += [torch.tensor(0.0), batch[0], batch[1]]
     described += [("step", "step"), ("input", "inputs"), ("target", "targets")]
     labels_out = [("loss", "loss")] + [("param", n) for n, _ in params]
     labels_out += state_labels + [("buffer", n) for n, _ in buffers]
+    labels_out += [("grad_acc", f"{n}.grad_acc") for n, _ in params]
     while True:
         tables = lr_tables(optimizer, schedules, steps_per_epoch, total_steps)
         swap = _Swap(model, optimizer, params, buffers, state, schedules, tables)
         raw = _trace(swap.step_function(train_step_fn, loss_fn), flat)
+        if not swap.updates:
+            raise ModelError(
+                "train_step_fn did not call optimizer.step() when the compiler ran it (a Python "
+                "condition, e.g. on a step counter, is fixed when the step is compiled): call "
+                "optimizer.step() on every step"
+            )
         idle = idle_schedules(schedules, swap.scheduler_calls)
         if not idle:
             break
         # a scheduler of the optimizer that the step does not step: its lr stays as it is now
         schedules = [s for s in schedules if s not in idle]
     gm = _pure(raw, flat)
+    _drop_cleared_grads(gm, flat, described, labels_out)
     graph, constants = fx_to_ir(gm, described, CaptureLayout(labels_out), files)
     check_supported(graph)
     tensors = {
         inp["name"]: t.detach().cpu().numpy().copy()
         for inp, t in zip(graph["inputs"], flat, strict=False)
-        if inp["role"] in ("param", "buffer", "opt_state")
+        if inp["role"] in ("param", "buffer", "opt_state", "grad_acc")
     }
     tensors.update(constants)
     return TracedStep(graph=graph, tensors=tensors, fx=gm)
 
 
 def _as_tensor(value: torch.Tensor | np.ndarray) -> torch.Tensor:
+    if not isinstance(value, (torch.Tensor, np.ndarray)):
+        raise ModelError(
+            f"a batch must be (inputs, labels), each one tensor; got a {type(value).__name__} "
+            "(the wafer feeds one input tensor and one target tensor per step)"
+        )
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     return torch.from_numpy(np.ascontiguousarray(value)).clone()
@@ -196,6 +213,7 @@ class _Swap:
         self.created_keys = opt_state.created_keys
         self.schedules, self.tables = schedules, tables
         self.scheduler_calls: dict[int, int] = {}
+        self.updates = 0
 
     def step_function(
         self, train_step_fn: Callable[..., Any], loss_fn: Any
@@ -218,6 +236,10 @@ class _Swap:
             ]
             for leaf, key in keys:
                 state[leaf][key] = next(values)
+            grads = flat[n_p + n_b + n_s : n_p + n_b + n_s + n_p]
+            for leaf, grad in zip(leaves, grads, strict=True):
+                if leaf.requires_grad:
+                    leaf.grad = grad.clone()
             step, inputs, targets = flat[-3:]
             with (
                 self._swapped(leaves, buffers, state, step),
@@ -228,7 +250,16 @@ class _Swap:
             loss = _loss_of(result)
             # read back from the state dict: an optimizer may replace a state tensor
             states = [state[leaf][key] for leaf, key in keys]
-            return [loss.detach(), *[leaf.detach() for leaf in leaves], *states, *buffers]
+            grads_out = [
+                leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves
+            ]
+            return [
+                loss.detach(),
+                *[leaf.detach() for leaf in leaves],
+                *states,
+                *buffers,
+                *[g.detach() for g in grads_out],
+            ]
 
         return step_fn
 
@@ -253,6 +284,7 @@ class _Swap:
                 group["lr"] = self._lr(self.tables[i], step)
         optimizer.state = new_state
         saved_opt_step = optimizer.__dict__.get("step")
+        counted = optimizer.register_step_post_hook(self._count_update)
         if self.created_keys:
             optimizer.step = self._first_update_apart(optimizer.step, step == 0)  # type: ignore[method-assign]
         rates = [g["lr"] for g in optimizer.param_groups]
@@ -268,6 +300,7 @@ class _Swap:
                 else:
                     s.scheduler.step = saved_step
             optimizer.state = saved_state
+            counted.remove()
             if saved_opt_step is None:
                 optimizer.__dict__.pop("step", None)
             else:
@@ -323,6 +356,9 @@ class _Swap:
             return result
 
         return step
+
+    def _count_update(self, *args: Any) -> None:
+        self.updates += 1
 
     def _counter(self, scheduler: Any) -> Callable[..., None]:
         """A stand-in for scheduler.step while tracing: counts the calls (the schedule itself
@@ -418,6 +454,37 @@ def _pure(raw: torch.fx.GraphModule, flat: list[torch.Tensor]) -> torch.fx.Graph
         raise ModelError(f"functionalizing the captured step failed: {exc}") from exc
     _tensors_for_internal_scalars(gm)
     return gm
+
+
+def _drop_cleared_grads(
+    gm: torch.fx.GraphModule,
+    flat: list[torch.Tensor],
+    described: list[tuple[str, str]],
+    labels: list[tuple[str, str]],
+) -> None:
+    """Leave out each carried gradient that the step never reads (its zero_grad() cleared it):
+    its input, its output and its initial value (lists edited in place)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    cleared = {
+        described[i][1]
+        for i, node in enumerate(placeholders)
+        if described[i][0] == "grad_acc" and not node.users
+    }
+    if not cleared:
+        return
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    values = list(output.args[0])
+    keep = [
+        i for i, (role, name) in enumerate(labels) if not (role == "grad_acc" and name in cleared)
+    ]
+    output.args = ([values[i] for i in keep],)
+    labels[:] = [labels[i] for i in keep]
+    for i in reversed(range(len(described))):
+        if described[i][0] == "grad_acc" and described[i][1] in cleared:
+            gm.graph.erase_node(placeholders[i])
+            del described[i], flat[i]
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
 
 
 def _drop_profiler_nodes(gm: torch.fx.GraphModule) -> None:

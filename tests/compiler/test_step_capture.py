@@ -123,6 +123,27 @@ def scaled_step(model, inputs, labels, criterion, optimizer):
     return loss
 
 
+def no_zero_grad(model, inputs, labels, criterion, optimizer):
+    loss = criterion(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+calls = 0
+
+
+def every_other_step(model, inputs, labels, criterion, optimizer):
+    global calls
+    calls += 1
+    loss = criterion(model(inputs), labels)
+    loss.backward()
+    if calls % 2 == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+    return loss
+
+
 def wrong_shape(model, inputs, labels, criterion, optimizer):
     optimizer.zero_grad()
     loss = criterion(model(inputs.t()), labels)
@@ -243,6 +264,8 @@ def _compare(
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert _optimizer_tensors(optimizer).keys() == opt_before.keys()
     assert all(torch.equal(opt_before[k], v) for k, v in _optimizer_tensors(optimizer).items())
+    # zero_grad() clears the gradients: none are carried from step to step
+    assert not [i for i in traced.graph["inputs"] if i["role"] == "grad_acc"]
     batches_np = [(x.numpy(), y.numpy()) for x, y in batches]
     if artifact_dir is not None:
         losses, state = compiled_steps(traced, batches_np, artifact_dir)
@@ -393,7 +416,7 @@ def test_refusals_name_the_line(user: ModuleType, step: str, text: str, why: str
 
 def _run_both(
     make: Any, step: Any, criterion: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]
-) -> None:
+) -> TracedStep:
     """Capture and run on the wafer vs eager, for a model and optimizer from `make()`."""
     model, optimizer = make()
     traced = capture_train_step(model, optimizer, step, criterion, *batches[0])
@@ -404,6 +427,7 @@ def _run_both(
     np.testing.assert_allclose(losses, eager, rtol=1e-3)
     for name, value in model.named_parameters():  # a tied weight is named once, as torch does
         np.testing.assert_allclose(state[name], value.detach().numpy(), rtol=1e-3, atol=1e-5)
+    return traced
 
 
 def test_tied_weights(user: ModuleType) -> None:
@@ -432,6 +456,20 @@ def test_a_loss_holding_tensors(user: ModuleType) -> None:
     _run_both(make, user.plain_step, torch.nn.CrossEntropyLoss(weight=weights), _batches())
 
 
+def test_gradients_accumulate_without_zero_grad(user: ModuleType) -> None:
+    """Without zero_grad eager PyTorch adds each step's gradients to the last ones: the
+    compiled step carries them as state and does the same."""
+
+    def make() -> tuple[nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = user.Net()
+        return model, torch.optim.SGD(model.parameters(), lr=0.05)
+
+    traced = _run_both(make, user.no_zero_grad, torch.nn.CrossEntropyLoss(), _batches())
+    carried = {i["source_name"] for i in traced.graph["inputs"] if i["role"] == "grad_acc"}
+    assert carried == {f"{n}.grad_acc" for n, _ in user.Net().named_parameters()}
+
+
 def test_a_library_call_that_reads_values_is_named(user: ModuleType) -> None:
     """GradScaler.step checks for inf in Python: refused at the user's line, naming torch's."""
     model, optimizer, _ = _setup(user, lambda p: torch.optim.SGD(p, lr=0.1), False)
@@ -441,6 +479,23 @@ def test_a_library_call_that_reads_values_is_named(user: ModuleType) -> None:
     line = _line_of("scaler.step(optimizer)")
     assert f"train.py:{line} in scaled_step" in caught.value.message
     assert "torch/amp/grad_scaler.py" in caught.value.message
+
+
+def test_an_update_behind_a_python_condition_is_refused(user: ModuleType) -> None:
+    """A Python counter in the step is fixed when it is compiled: the traced call skipped
+    optimizer.step(), so the compiled step would never update."""
+    model, optimizer, _ = _setup(user, lambda p: torch.optim.SGD(p, lr=0.1), False)
+    x, y = _batches()[0]
+    setattr(user, "calls", 0)  # noqa: B010 (the user file's own counter)
+    with pytest.raises(ModelError, match=r"did not call optimizer.step\(\)"):
+        capture_train_step(
+            model, optimizer, user.every_other_step, torch.nn.CrossEntropyLoss(), x, y
+        )
+    with pytest.raises(ModelError, match="a batch must be"):
+        not_a_tensor: Any = [x]
+        capture_train_step(
+            model, optimizer, user.plain_step, torch.nn.CrossEntropyLoss(), not_a_tensor, y
+        )
 
 
 def test_a_step_that_raises_names_its_line(user: ModuleType) -> None:
