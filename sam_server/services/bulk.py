@@ -13,11 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, String, Table, delete, insert, literal, select, update
 from sqlalchemy.orm import Session
 
+from sam_server.config import Settings
 from sam_server.db.models import Job, JobAccounting, JobEvent, JobLog, Tenant, User
 from sam_server.db.types import utcnow
 from sam_server.services.accounting import _attempts_of, record_values
@@ -52,7 +54,7 @@ class Pace:
     commit: bool = True
 
     @classmethod
-    def of(cls, settings: Any, session: Session) -> Pace:
+    def of(cls, settings: Settings, session: Session) -> Pace:
         """The settings' pace for `session`'s database (`bulk_pause_s` unset: 0.1 s on SQLite,
         where a writer blocks every other writer, none on PostgreSQL's row locks)."""
         pause = settings.api.bulk_pause_s
@@ -72,7 +74,7 @@ class Changed:
         return [job_id for job_id, _ in self.rows]
 
 
-def state_values(to: JobState, now: Any) -> dict[str, Any]:
+def state_values(to: JobState, now: datetime) -> dict[str, Any]:
     """The columns `transitions.transition` writes for a move to `to`, as SQL values (the row
     version bumped in SQL, so a worker's compare-and-set on the old version fails)."""
     values: dict[str, Any] = {"state": to.value, "updated_at": now, "version": Job.version + 1}
@@ -176,7 +178,7 @@ def update_many(
     return changed
 
 
-def _at(now: Any) -> Any:
+def _at(now: datetime) -> ColumnElement[Any]:
     return literal(now, JobEvent.__table__.c.at.type)
 
 
@@ -194,7 +196,7 @@ def _insert_select(
     session.execute(insert(model).from_select(names, select(*picks).where(*cond)))
 
 
-def _log_lines(session: Session, cond: list[ColumnElement[bool]], line: str, now: Any) -> None:
+def _log_lines(session: Session, cond: list[ColumnElement[bool]], line: str, now: datetime) -> None:
     _insert_select(
         session, JobLog, {"job_id": Job.id, "at": _at(now)}, {"level": "INFO", "line": line}, cond
     )
@@ -292,7 +294,7 @@ _RECORD_COLUMNS = (
 )
 
 
-def record_ends(session: Session, job_ids: Iterable[str], now: Any) -> None:
+def record_ends(session: Session, job_ids: Iterable[str], now: datetime) -> None:
     """The accounting records of jobs that just ended (what `accounting.record_job_end`
     writes for one job): one INSERT ... SELECT for those that never ran (no attempt: nothing
     to add up), the others computed from their attempts."""
@@ -335,7 +337,7 @@ def record_ends(session: Session, job_ids: Iterable[str], now: Any) -> None:
         _record_ran(session, ran, now)
 
 
-def _record_ran(session: Session, ids: list[str], now: Any) -> None:
+def _record_ran(session: Session, ids: list[str], now: datetime) -> None:
     rows = session.execute(
         select(*_RECORD_COLUMNS, Tenant.name.label("tenant_name"), User.name.label("user_name"))
         .join(Tenant, Tenant.id == Job.tenant_id)
