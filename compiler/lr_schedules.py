@@ -63,7 +63,8 @@ def schedules_for(
 
 def _attached(optimizer: torch.optim.Optimizer) -> list[Any]:
     """Schedulers of `optimizer`, outermost only (SequentialLR's parts step through it)."""
-    gc.collect()  # not one the user dropped
+    # (no gc.collect(): it costs seconds in a big process; a dropped scheduler found here is
+    # not stepped by the train step, so it is left out)
     found = [
         r
         for r in gc.get_referrers(optimizer)
