@@ -20,6 +20,7 @@ from client.plugins import EntryPointLike, discover_plugins, load_plugin, unavai
 # `sam submit` pays for submit's imports alone: a sweep of 1,000 submits is mostly start-ups.
 CLIENT_COMMANDS: dict[str, str] = {
     "submit": "client.commands.submit:submit",
+    "run": "client.commands.run:run",
     "queue": "client.commands.queue:queue",
     "status": "client.commands.jobs:status",
     "cancel": "client.commands.jobs:cancel",
@@ -49,6 +50,7 @@ CLIENT_COMMANDS: dict[str, str] = {
 # command's own short help.
 SHORT_HELP = {
     "submit": "Submit a job file (job.yaml) and the files it names.",
+    "run": "Submit a Runner script (train.py) and its folder as a job; --wait follows it.",
     "queue": "List jobs (by default those not yet ended), squeue style.",
     "status": "Show one job.",
     "cancel": "Cancel jobs (`ID_7`: one array task; an array's `ID`: all its unfinished tasks).",

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 # The spec fields that name a file uploaded with the job (docs/contract.md section 1).
 MAX_JOB_FILE_BYTES = 1 << 20  # the server's default request limit; a spec is a few hundred bytes
-FILE_FIELDS: tuple[tuple[str, str], ...] = (("model", "file"), ("data", "file"))
+FILE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("model", "file"),
+    ("data", "file"),
+    ("entry", "script"),
+)
 
 
 def parse_job_yaml(text: str, source: str = "<job file>") -> dict[str, Any]:

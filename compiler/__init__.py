@@ -4,8 +4,6 @@ Public entry points (imported lazily, so `import compiler` does not import torch
 - `compile_job(spec, files, *, region, cache_dir, arch=None, mode=None, limits=None) -> CompileResult`
 - `min_region_for(spec, files, arch=None) -> (rows, cols)`
 - `trace_training_step(spec, files=None) -> TracedStep` (in-process; trusted code only)
-- `capture_train_step(model, optimizer, train_step_fn, loss_fn, inputs, labels, ...)
-  -> TracedStep`: a user's own train step as one graph (`compiler.step_capture`; runs user code)
 - `load_artifact(path) -> Artifact`, `iter_batches(spec, files, start_step, workdir)`,
   `SandboxLimits`, `warm_sandbox()` (pre-start a sandbox for the next trace),
   `probe_sandbox()` (what the tenant-code sandbox provides here), and
@@ -27,7 +25,6 @@ _EXPORTS = {
     "min_region_for": "compiler.driver",
     "trace_training_step": "compiler.frontend",
     "TracedStep": "compiler.frontend",
-    "capture_train_step": "compiler.step_capture",
     "load_artifact": "compiler.artifact",
     "Artifact": "compiler.artifact",
     "iter_batches": "compiler.data",

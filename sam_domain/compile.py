@@ -18,8 +18,15 @@ COMPILE_SECTIONS = ("model", "data", "train", "compile_options")
 
 
 def compile_sections(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The compile sections of a spec (as JSON: the API's dump or the stored spec)."""
-    return {name: spec.get(name) for name in COMPILE_SECTIONS}
+    """The compile sections of a spec (as JSON: the API's dump or the stored spec). A runner
+    job's (docs/runner.md) also holds its entry (script and args: the script builds the model)
+    and its epochs, which its compiled learning-rate schedule spans."""
+    sections = {name: spec.get(name) for name in COMPILE_SECTIONS}
+    if spec.get("entry"):
+        run = spec.get("run_options") or {}
+        sections["entry"] = spec.get("entry")
+        sections["epochs"] = [run.get("num_epochs"), run.get("steps_per_epoch")]
+    return sections
 
 
 def compile_inputs(spec: Mapping[str, Any]) -> dict[str, Any]:

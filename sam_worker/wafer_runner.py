@@ -186,7 +186,7 @@ def _input_timeline(spec: RunSpec) -> InputTimeline | None:
     """The input-wait model for a make_batch source. Synthetic data stands in for a data set
     the input servers stream at line rate, so its host time is not charged to the wafer (it
     would make simulated figures depend on the simulator host's load)."""
-    if spec.data_source != "file":
+    if spec.data_source not in ("file", "script"):
         return None
     return InputTimeline(
         depth=spec.loading.prefetch_depth, parallel=spec.loading.use_parallel_loader

@@ -81,7 +81,7 @@ class Runner:
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.config_path = Path(config_path) if config_path is not None else None
-        self.config: dict[str, Any] = read_runner_config(self.config_path)
+        self.raw_config, self.config = read_runner_config(self.config_path)
         self.local = local
         self.wait = wait
 
@@ -105,13 +105,14 @@ class Runner:
     def train(
         self,
         train_data_fn: Any,
-        num_epochs: int = 1,
+        num_epochs: int | None = None,
         train_step_fn: Any = None,
         steps_per_epoch: int | None = None,
     ) -> Any:
         """Run `train_step_fn(model, inputs, labels, loss_fn, optimizer)` over every batch of
         `train_data_fn()` (a fresh iterable each epoch; its first `steps_per_epoch` batches when
-        given) for `num_epochs` epochs; returns a RunResult."""
+        given) for `num_epochs` epochs; returns a RunResult. num_epochs and steps_per_epoch
+        not given here come from the config file (num_epochs: else 1)."""
         if not callable(train_data_fn):
             raise RunnerError(
                 "train(train_data_fn=...) takes a function returning the batches, e.g. "
@@ -122,16 +123,8 @@ class Runner:
                 "train(train_step_fn=...) takes your step: "
                 "train_step(model, inputs, labels, criterion, optimizer) -> loss"
             )
-        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
-            raise RunnerError(f"num_epochs must be a positive integer, not {num_epochs!r}")
-        if steps_per_epoch is not None and (
-            isinstance(steps_per_epoch, bool)
-            or not isinstance(steps_per_epoch, int)
-            or steps_per_epoch < 1
-        ):
-            raise RunnerError(
-                f"steps_per_epoch must be a positive integer, not {steps_per_epoch!r}"
-            )
+        num_epochs = self._setting("num_epochs", num_epochs) or 1
+        steps_per_epoch = self._setting("steps_per_epoch", steps_per_epoch)
         mode = self.mode
         if mode == "sandbox":
             assert _backend is not None
@@ -144,12 +137,27 @@ class Runner:
 
         return train_remotely(self, train_data_fn, num_epochs, train_step_fn, steps_per_epoch)
 
+    def _setting(self, key: str, given: int | None) -> int | None:
+        """train()'s value of num_epochs / steps_per_epoch, else the config's; both must agree."""
+        for value in (given, self.config.get(key)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise RunnerError(f"{key} must be a positive integer, not {value!r}")
+        configured = self.config.get(key)
+        if given is not None and configured is not None and given != configured:
+            raise RunnerError(
+                f"{key} is {given} in runner.train() but {configured} in {self.config_path}; "
+                "keep one"
+            )
+        return given if given is not None else configured
 
-def read_runner_config(path: Path | None) -> dict[str, Any]:
-    """The config file's keys (the seed's cerebras_config.yaml: flat keys such as batch_size,
-    num_epochs, target_device), checked as `sam submit --config` checks them; {} without one."""
+
+def read_runner_config(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config file as read, and its keys flat (the seed's cerebras_config.yaml: batch_size,
+    num_epochs, target_device, ...), checked as `sam submit --config` checks them."""
     if path is None or _backend is not None:
-        return {}  # inside SAM the job's spec already holds the config
+        return {}, {}  # inside SAM the job's spec already holds the config
     from client.cerebras_config import config_sections
     from client.errors import JobSpecError
     from client.jobspec import read_yaml_file
@@ -168,4 +176,4 @@ def read_runner_config(path: Path | None) -> dict[str, Any]:
     size = flat.get("batch_size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
         raise RunnerError(f"{path}: batch_size must be a positive integer, not {size!r}")
-    return flat
+    return config, flat

@@ -62,16 +62,22 @@ def _trace(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
 
     import numpy as np
 
-    from compiler.frontend import trace_training_step
     from compiler.ir import save_graph
 
-    packages = payload.get("factory_packages")
-    traced = trace_training_step(
-        payload["spec"],
-        files,
-        source_dir=Path(SRC),
-        **({"factory_packages": tuple(packages)} if packages is not None else {}),
-    )
+    if payload["spec"].get("entry"):  # a runner job: its script's train_step, captured
+        from compiler.script_entry import capture_script
+
+        traced = capture_script(payload["spec"], Path(SRC))
+    else:
+        from compiler.frontend import trace_training_step
+
+        packages = payload.get("factory_packages")
+        traced = trace_training_step(
+            payload["spec"],
+            files,
+            source_dir=Path(SRC),
+            **({"factory_packages": tuple(packages)} if packages is not None else {}),
+        )
     save_graph(traced.graph, Path(OUT, "graph.json"))
     np.savez(Path(OUT, "init.npz"), **traced.tensors)  # type: ignore[arg-type]
     return {"ok": True}
@@ -85,8 +91,10 @@ def _batches(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
     from compiler.user_code import load_batch_function
 
     spec = payload["spec"]
-    make_batch = load_batch_function(spec, files, Path(SRC))
     out = sys.stdout.buffer
+    if spec.get("entry"):
+        return _script_batches(spec, int(payload["start_step"]), out)
+    make_batch = load_batch_function(spec, files, Path(SRC))
     step = int(payload["start_step"])
     batch_size = int(spec["data"]["batch_size"])
     while True:
@@ -95,6 +103,26 @@ def _batches(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
         write_array(out, targets)
         out.flush()
         step += 1
+
+
+def _script_batches(spec: dict[str, Any], start_step: int, out: Any) -> dict[str, Any]:
+    """A runner job's batches: its script's train_data_fn(), epoch after epoch. Once the last
+    step's batch is written it waits to be stopped (the worker ends the sandbox when the job
+    ends; an exit would read as a source that stopped early)."""
+    import time
+    from pathlib import Path
+
+    from compiler.sandbox.frames import write_array
+    from compiler.script_entry import feed_script
+
+    def write(inputs: Any, targets: Any) -> None:
+        write_array(out, inputs)
+        write_array(out, targets)
+        out.flush()
+
+    feed_script(spec, Path(SRC), start_step, write)
+    while True:
+        time.sleep(3600)
 
 
 def _empty(payload: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:

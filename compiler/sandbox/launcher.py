@@ -52,6 +52,8 @@ from compiler.sandbox.uids import kill_uid, lease_uid, release_uid
 from wse_sim import ops as sim_ops
 
 COMPILER_DIR = Path(__file__).resolve().parent.parent
+# The `sam` package (client/sam: the Runner, torch-free, importing nothing else of the client).
+SAM_PACKAGE_DIR = COMPILER_DIR.parent / "client" / "sam"
 # The op classes the compiler imports (a module of plain data, no imports): bound alone at
 # /sam/wse_sim/ops.py, so the child imports it as a namespace package without the simulator.
 OP_CLASSES_FILE = Path(sim_ops.__file__ or "").resolve()
@@ -455,6 +457,8 @@ def _runtime_binds() -> tuple[Mount, ...]:
         binds.append(Mount(Path("/etc/ld.so.cache"), "/etc/ld.so.cache"))
     binds += [Mount(root, str(root)) for root in python_roots()]
     binds.append(Mount(COMPILER_DIR, "/sam/compiler"))
+    if SAM_PACKAGE_DIR.is_dir():  # `from sam import Runner` in a runner job's script
+        binds.append(Mount(SAM_PACKAGE_DIR, "/sam/sam"))
     binds.append(Mount(OP_CLASSES_FILE, "/sam/wse_sim/ops.py"))
     return tuple(binds)
 

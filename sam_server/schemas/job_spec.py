@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -100,10 +100,20 @@ class ModelSpec(_Strict):
         return self
 
 
+class EntrySpec(_Strict):
+    """A runner job (docs/runner.md): a script of the job's project that builds its model and
+    calls `sam.Runner.train`; the compile sandbox captures its train_step, the data sandbox
+    iterates its train_data_fn()."""
+
+    script: str = Field(min_length=4, max_length=255, pattern=r"^[^\\\x00]+\.py$")
+    args: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list, max_length=64)
+
+
 class DataSpec(_Strict):
     """Where batches come from."""
 
-    source: Literal["synthetic", "file"] = "synthetic"
+    # script: a runner job's own train_data_fn() (set with `entry`, never alone)
+    source: Literal["synthetic", "file", "script"] = "synthetic"
     task: Literal["classification", "regression", "language_model"] | None = None
     input_shape: list[PositiveInt32] | None = Field(default=None, max_length=8)
     num_classes: int | None = Field(default=None, ge=1, le=INT32_MAX)
@@ -143,8 +153,8 @@ class DataSpec(_Strict):
             raise ValueError(
                 "data.source 'file' needs data.function (make_batch(step, batch_size))"
             )
-        if self.source == "synthetic" and self.function:
-            raise ValueError("data.function is only for data.source 'file'")
+        if self.source in ("synthetic", "script") and (self.function or self.file):
+            raise ValueError("data.file and data.function are only for data.source 'file'")
         if self.dataset_names():
             if self.source != "file":
                 raise ValueError("data.dataset is read by a make_batch: set data.source 'file'")
@@ -386,7 +396,9 @@ class JobSpec(_Strict):
     name: str = Field(min_length=1, max_length=128)
     priority: PriorityClass = "normal"
     mode: Literal["train", "compile_only", "validate_only"] = "train"
-    model: ModelSpec
+    # A job trains `model` with the `train` menu, or runs a runner script (`entry`): one of them.
+    model: ModelSpec | None = None
+    entry: EntrySpec | None = None
     data: DataSpec = Field(default_factory=DataSpec)
     train: TrainSpec = Field(default_factory=TrainSpec)
     compile_options: CompileOptions = Field(default_factory=CompileOptions)
@@ -397,9 +409,35 @@ class JobSpec(_Strict):
     project: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
     @model_validator(mode="after")
+    def _one_program(self) -> JobSpec:
+        if (self.model is None) == (self.entry is None):
+            raise ValueError(
+                "give model (file + class, or builtin) or entry (a runner script: "
+                "entry: {script: train.py}), not both"
+                if self.model
+                else "a job needs model (file + class, or builtin) or entry: {script: train.py}"
+            )
+        if self.entry is None:
+            if self.data.source == "script":
+                raise ValueError("data.source 'script' is a runner job's (give entry.script)")
+            return self
+        if "train" in self.model_fields_set:
+            raise ValueError(
+                "a runner job's training is its script's train_step: remove the train section"
+            )
+        if "source" in self.data.model_fields_set and self.data.source != "script":
+            raise ValueError("a runner job's batches come from its script: data.source 'script'")
+        if self.data.dataset_names():
+            raise ValueError(
+                "a runner job cannot name data sets yet; read them in a make_batch job"
+            )
+        self.data.source = "script"
+        return self
+
+    @model_validator(mode="after")
     def _synthetic_defaults(self) -> JobSpec:
         d = self.data
-        if d.source == "synthetic":
+        if d.source == "synthetic" and self.model is not None:
             if d.task is None:
                 d.task = "language_model" if self.model.builtin == "gpt" else "classification"
             if d.input_shape is None:
@@ -413,5 +451,6 @@ class JobSpec(_Strict):
 
     def referenced_files(self) -> list[str]:
         """Every file the spec names; each must be uploaded with the job."""
-        names = [self.model.file, self.data.file]
+        names = [self.model.file if self.model else None, self.data.file]
+        names.append(self.entry.script if self.entry else None)
         return [n for n in names if n]

@@ -54,7 +54,11 @@ def check_files(spec: JobSpec, files: dict[str, str]) -> None:
                     "message": "file names must be plain relative paths (no '..' or '/' at the start)",
                 }
             )
-    wanted = {"spec.model.file": spec.model.file, "spec.data.file": spec.data.file}
+    wanted = {
+        "spec.model.file": spec.model.file if spec.model else None,
+        "spec.data.file": spec.data.file,
+        "spec.entry.script": spec.entry.script if spec.entry else None,
+    }
     for field, wanted_name in wanted.items():
         if wanted_name and wanted_name not in files:
             errors.append(
@@ -70,10 +74,18 @@ def check_files(spec: JobSpec, files: dict[str, str]) -> None:
 def _check_python(spec: JobSpec, files: dict[str, str]) -> list[dict[str, str]]:
     errors: list[dict[str, str]] = []
     needs: list[tuple[str, str, str, type]] = []
-    if spec.model.file and spec.model.class_:
+    model_file = spec.model.file if spec.model else None
+    if spec.model and spec.model.file and spec.model.class_:
         needs.append(("spec.model.class", spec.model.file, spec.model.class_, ast.ClassDef))
+    if spec.entry is not None:
+        try:
+            ast.parse(files[spec.entry.script], filename=spec.entry.script)
+        except SyntaxError as exc:
+            errors.append(
+                {"field": f"files.{spec.entry.script}", "message": f"line {exc.lineno}: {exc.msg}"}
+            )
     if spec.data.source == "file" and spec.data.function:
-        data_file = spec.data.file or spec.model.file
+        data_file = spec.data.file or model_file
         if data_file:
             needs.append(("spec.data.function", data_file, spec.data.function, ast.FunctionDef))
     for field, fname, symbol, kind in needs:
@@ -95,7 +107,7 @@ def check_factory(spec: JobSpec, packages: Sequence[str], own_files: Iterable[st
     """A model.factory names a callable of an allowed package (`model_factory_packages`) or of a
     module the job brings (an uploaded or project file `top.py` or folder `top/`); the compile
     sandbox imports it and checks the rest (importable, defined there, returns an nn.Module)."""
-    if not spec.model.factory:
+    if spec.model is None or not spec.model.factory:
         return
     top = spec.model.factory.split(".")[0]
     if top in packages or any(f == f"{top}.py" or f.startswith(f"{top}/") for f in own_files):

@@ -108,7 +108,7 @@ def _check_uploads(
         own = list(files)
         if parsed.project is not None:
             check_project_files(settings, tenant, parsed.project, files)
-            if parsed.model.factory:
+            if parsed.model is not None and parsed.model.factory:
                 own += [f.path for f in project_files(settings, tenant, parsed.project)]
         check_factory(parsed, settings.model_factory_packages, own)
 

@@ -66,3 +66,20 @@ def test_the_key_is_a_frozen_value() -> None:
     assert key == CompileKey.of({"model": {"file": "m.py"}}, (4, 4), FILES, 3)
     assert key.digest() == CompileKey.of({"model": {"file": "m.py"}}, (4, 4), FILES, 3).digest()
     assert len(key.digest()) == 64
+
+
+def test_a_runner_job_keys_on_its_entry_and_epochs() -> None:
+    """A runner job's script builds its model, and its schedule spans its epochs (runner.md)."""
+    raw = {"name": "r", "entry": {"script": "train.py"}}
+    spec = JobSpec.model_validate(
+        {**raw, "run_options": {"num_epochs": 2, "steps_per_epoch": 16}}
+    ).model_dump(mode="json", by_alias=True)
+    files = {"train.py": "from sam import Runner\n"}
+    key = request_key(spec, files, (8, 8), "wse2", "compile", "1")
+    assert request_key({**spec, "name": "other"}, files, (8, 8), "wse2", "compile", "1") == key
+    for changed in (
+        {**spec, "entry": {"script": "train.py", "args": ["--lr", "0.1"]}},
+        {**spec, "run_options": {**spec["run_options"], "num_epochs": 3}},
+        {**spec, "run_options": {**spec["run_options"], "steps_per_epoch": 8}},
+    ):
+        assert request_key(changed, files, (8, 8), "wse2", "compile", "1") != key

@@ -25,6 +25,10 @@ BOUNDARIES = {
     "sam_worker/supervisor.py": "`sam up` builds the environment of the processes it starts",
     "client/sam/runner.py": "`from sam import Runner` runs inside the user's own training script, "
     "a process SAM does not start: SAM_RUNNER=local is the switch it reads there",
+    "client/sam/remote.py": "the script `sam run` starts learns its options there from "
+    "SAM_RUN_WAIT and SAM_RUN_SPEC (docs/runner.md)",
+    "client/commands/run.py": "`sam run` builds the environment of the training script it starts "
+    "(SAM_URL, SAM_TOKEN, SAM_RUNNER, SAM_RUN_WAIT, SAM_RUN_SPEC)",
     "compiler/sandbox/child.py": "the sandbox child sets SAM_ARRAY_* for the tenant code it runs "
     "(its make_batch may read them); it reads nothing",
 }
