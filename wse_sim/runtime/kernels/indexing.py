@@ -18,8 +18,13 @@ def _along(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
 
 @simple("aten.gather.default")
 def gather(x: Any, dim: int, index: Any, sparse_grad: bool = False) -> np.ndarray:
-    """out[i][j] = x[i][index[i][j]] along `dim`."""
-    return np.take_along_axis(np.asarray(x), np.asarray(index), axis=dim)
+    """out[i][j] = x[i][index[i][j]] along `dim` (a 0-d x or an empty index as in torch)."""
+    x, index = np.asarray(x), np.asarray(index)
+    if index.size == 0:
+        return np.empty(index.shape, dtype=x.dtype)
+    if x.ndim == 0:
+        return np.full(index.shape, x, dtype=x.dtype)
+    return np.take_along_axis(x, index, axis=dim)
 
 
 @simple("aten.scatter.value", "aten.scatter.src")
@@ -27,6 +32,10 @@ def scatter(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
     """A copy of x with out[index along dim] = src (a scalar or a tensor)."""
     out = np.array(x, copy=True)
     index = np.asarray(index)
+    if out.ndim == 0 or index.size == 0:  # a 0-d x takes src's (first) value; nothing to write
+        if index.size == 0:
+            return out
+        return np.array(np.asarray(src).reshape(-1)[0], dtype=out.dtype)
     values = src if np.ndim(src) == 0 else np.asarray(src)[tuple(slice(0, n) for n in index.shape)]
     out[_along(index, dim % out.ndim)] = values
     return out
@@ -37,6 +46,10 @@ def scatter_add(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
     """A copy of x with src added at index along dim (repeated indices accumulate)."""
     out = np.array(x, copy=True)
     index = np.asarray(index)
+    if index.size == 0:
+        return out
+    if out.ndim == 0:
+        return np.array(out + np.asarray(src).reshape(-1)[: index.size].sum(), dtype=out.dtype)
     values = np.asarray(src)[tuple(slice(0, n) for n in index.shape)]
     np.add.at(out, _along(index, dim % out.ndim), values)
     return out

@@ -23,6 +23,10 @@ def _stable_exp(x: np.ndarray, dim: int) -> np.ndarray:
 @simple("aten._softmax.default", "aten.softmax.int")
 def softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
     """exp(x) / sum(exp(x)) along `dim`."""
+    if np.size(x) == 0:
+        return np.asarray(x).copy()
+    if np.ndim(x) == 0:  # dim 0 / -1 of a 0-d tensor
+        return np.ones_like(np.asarray(x))
     e = _stable_exp(np.asarray(x), dim)
     y: np.ndarray = e / np.sum(e, axis=dim, keepdims=True)
     return y
@@ -32,6 +36,10 @@ def softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
 def log_softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
     """x - logsumexp(x) along `dim`."""
     x = np.asarray(x)
+    if x.size == 0:
+        return np.array(x, copy=True)
+    if x.ndim == 0:
+        return np.zeros_like(x)
     shifted = x - np.max(x, axis=dim, keepdims=True)
     y: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
     return y

@@ -53,8 +53,14 @@ def max_pool2d_with_indices(
     ceil_mode: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(max over each window [N, C, OH, OW], flat H*W index of each max as int64; the first of
-    values tied within rounding, as eager picks the first of a tie)."""
+    values tied within rounding, as eager picks the first of a tie). An unbatched [C, H, W]
+    input pools as a batch of one."""
     x = np.asarray(x)
+    if x.ndim == 3:
+        values, index = max_pool2d_with_indices(
+            x[None], kernel_size, stride, padding, dilation, ceil_mode
+        )
+        return values[0], index[0]
     k, s, p, d, out = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode)
     win = windows(_pad_for(x, k, s, p, d, out, -np.inf), k, s, d, out).reshape(
         *x.shape[:2], *out, k[0] * k[1]
@@ -80,6 +86,12 @@ def max_pool2d_with_indices_backward(
 ) -> np.ndarray:
     """Output grads routed back to the input position each window's max came from."""
     x, grad = np.asarray(x), np.asarray(grad)
+    if x.ndim == 3:  # unbatched [C, H, W]
+        x, grad, indices = x[None], grad[None], np.asarray(indices)[None]
+        batched = max_pool2d_with_indices_backward(
+            grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices
+        )
+        return np.asarray(batched[0])
     n, c, h, w = x.shape
     planes = np.arange(n * c).reshape(n, c, 1, 1) * (h * w)
     flat = np.bincount(

@@ -14,8 +14,9 @@ import numpy as np
 from wse_sim.runtime.kernels.registry import numpy_dtype, simple
 
 
-def _axes(dim: Any) -> tuple[int, ...] | None:
-    if dim is None or dim == []:
+def _axes(dim: Any, x: Any = None) -> tuple[int, ...] | None:
+    """numpy's axis for aten's dim; a 0-d tensor's dim 0 or -1 is the tensor itself, as in torch."""
+    if dim is None or dim == [] or (x is not None and np.ndim(x) == 0):
         return None
     return (dim,) if isinstance(dim, int) else tuple(dim)
 
@@ -25,26 +26,26 @@ def sum_(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> A
     """Sum over `dim` (all axes when none)."""
     x = np.asarray(x)
     out_dtype = numpy_dtype(dtype, x.dtype if x.dtype != np.bool_ else np.int64)
-    return np.sum(x, axis=_axes(dim), keepdims=keepdim, dtype=out_dtype)
+    return np.sum(x, axis=_axes(dim, x), keepdims=keepdim, dtype=out_dtype)
 
 
 @simple("aten.mean.dim", "aten.mean.default")
 def mean(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
     """Mean over `dim` (all axes when none)."""
     x = np.asarray(x)
-    return np.mean(x, axis=_axes(dim), keepdims=keepdim, dtype=numpy_dtype(dtype, x.dtype))
+    return np.mean(x, axis=_axes(dim, x), keepdims=keepdim, dtype=numpy_dtype(dtype, x.dtype))
 
 
 @simple("aten.amax.default")
 def amax(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
     """Maximum over `dim` (all axes when empty)."""
-    return np.max(x, axis=_axes(list(dim) if dim is not None else None), keepdims=keepdim)
+    return np.max(x, axis=_axes(list(dim) if dim is not None else None, x), keepdims=keepdim)
 
 
 @simple("aten.amin.default")
 def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
     """Minimum over `dim` (all axes when empty)."""
-    return np.min(x, axis=_axes(list(dim) if dim is not None else None), keepdims=keepdim)
+    return np.min(x, axis=_axes(list(dim) if dim is not None else None, x), keepdims=keepdim)
 
 
 # Values within NEAR_TIE_EPS x (the tensor's largest magnitude) of the maximum count as tied: the
@@ -145,22 +146,22 @@ def var(
         ddof = 1 if unbiased else 0
     else:
         ddof = 1 if correction is None else correction
-    return np.var(x, axis=_axes(dim), ddof=ddof, keepdims=keepdim)
+    return np.var(x, axis=_axes(dim, x), ddof=ddof, keepdims=keepdim)
 
 
 @simple("aten.prod.default", "aten.prod.dim_int")
 def prod(x: Any, dim: int | None = None, keepdim: bool = False, dtype: Any = None) -> Any:
     """Product over `dim` (all elements when none)."""
-    return np.prod(x, axis=dim, keepdims=keepdim)
+    return np.prod(x, axis=_axes(dim, x), keepdims=keepdim)
 
 
 @simple("aten.any.default", "aten.any.dim", "aten.any.dims")
 def any_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """Whether any element is true."""
-    return np.any(x, axis=_axes(dim), keepdims=keepdim)
+    return np.any(x, axis=_axes(dim, x), keepdims=keepdim)
 
 
 @simple("aten.all.default", "aten.all.dim", "aten.all.dims")
 def all_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """Whether every element is true."""
-    return np.all(x, axis=_axes(dim), keepdims=keepdim)
+    return np.all(x, axis=_axes(dim, x), keepdims=keepdim)

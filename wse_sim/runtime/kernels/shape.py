@@ -113,6 +113,8 @@ def squeeze(x: Any, dims: Any = None) -> np.ndarray:
     if dims is None:
         return np.squeeze(a)
     dims = [dims] if isinstance(dims, int) else dims
+    if a.ndim == 0:  # torch accepts dim 0 / -1 of a 0-d tensor
+        return a
     keep = tuple(_dim(d, a.ndim) for d in dims if a.shape[d] == 1)
     return np.squeeze(a, axis=keep) if keep else a
 
@@ -126,8 +128,13 @@ def unsqueeze(x: Any, dim: int) -> np.ndarray:
 
 @simple("aten.cat.default", "aten.concat.default")
 def cat(tensors: list[Any], dim: int = 0) -> np.ndarray:
-    """The tensors joined along `dim`."""
-    return np.concatenate([np.asarray(t) for t in tensors], axis=dim)
+    """The tensors joined along `dim`; as in torch, a 1-d empty tensor joins anything (it is
+    skipped)."""
+    arrays = [np.asarray(t) for t in tensors]
+    kept = [a for a in arrays if not (a.ndim == 1 and a.shape[0] == 0)]
+    if not kept:
+        return arrays[0]
+    return np.concatenate(kept, axis=dim)
 
 
 @simple("aten.stack.default")

@@ -19,4 +19,6 @@ def cumsum(x: Any, dim: int, dtype: Any = None) -> np.ndarray:
     """Running sum of x along `dim`; bool/int inputs sum in int64 (torch's promotion)."""
     x = np.asarray(x)
     default = np.int64 if x.dtype.kind in "biu" else x.dtype
+    if x.ndim == 0:  # dim 0 / -1 of a 0-d tensor: the value itself
+        return np.asarray(x, dtype=numpy_dtype(dtype, default))
     return np.cumsum(x, axis=dim, dtype=numpy_dtype(dtype, default))
