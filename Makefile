@@ -36,9 +36,16 @@ up: install
 	scripts/system-deps
 	$(BIN)/sam up
 
+# TEST_WORKERS=3 runs the suite on three worker processes (pytest-xdist): much of its time is
+# spent waiting on live servers, clusters and sandboxes, so three workers beat the two cores'
+# worth. Tests that share a module-scoped fixture (a live cluster) stay together on one worker:
+# tests/conftest.py groups them for --dist loadgroup. 0 (for now the default, until parallel
+# runs have proven clean) runs the suite in one process.
+TEST_WORKERS ?= 0
+
 test: zoo lint
 	scripts/system-deps --test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: install
 	$(BIN)/ruff check .
