@@ -124,7 +124,7 @@ def train_remotely(
 ) -> RunResult:
     """Submit the script's folder as a job; follow it unless SAM_RUN_WAIT=0."""
     from client.config import resolve_config
-    from client.errors import SamClientError
+    from client.errors import SamClientError, SamConnectionError
     from client.sdk import SamClient
     from client.upload import project_listing, with_project
 
@@ -149,6 +149,11 @@ def train_remotely(
             if not wait:
                 return RunResult(job_id=job_id, state=str(job.get("state") or "queued"))
             return follow(client, job_id, runner)
+    except SamConnectionError as exc:
+        raise RunnerError(
+            f"SAM: {exc}. Set SAM_URL and SAM_TOKEN (or `sam login`) to train on SAM, or "
+            "SAM_RUNNER=local (Runner(..., local=True)) to train here"
+        ) from exc
     except SamClientError as exc:
         raise RunnerError(f"SAM: {exc}") from exc
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,31 @@ def test_bad_arguments_say_what_to_pass() -> None:
         )
     with pytest.raises(RunnerError, match="gave no batch in epoch 1"):
         runner.train(train_data_fn=lambda: [], num_epochs=1, train_step_fn=two_losses_step)
+
+
+def test_a_script_with_no_reachable_server_says_how_to_train_here(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom sam import Runner\n"
+        "model = torch.nn.Linear(2, 2)\n"
+        "runner = Runner(model=model, loss_fn=torch.nn.MSELoss(),\n"
+        "                optimizer=torch.optim.SGD(model.parameters(), lr=0.1))\n"
+        "runner.train(train_data_fn=lambda: [(torch.zeros(32, 2), torch.zeros(32, 2))],\n"
+        "             train_step_fn=lambda *a: 0.0)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAM_")}
+    env.update(
+        SAM_URL="http://127.0.0.1:9",
+        SAM_TOKEN="x",
+        SAM_TIMEOUT="2",
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        PYTHONPATH=os.pathsep.join(
+            [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
+        ),
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert "RunnerError" in done.stderr and "SAM_RUNNER=local" in done.stderr, done.stderr
