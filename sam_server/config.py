@@ -7,12 +7,13 @@ module gets its settings passed in (tests/seams/test_no_environ.py checks it).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 import yaml
 from pydantic import (
@@ -27,6 +28,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from sam_domain.sandbox import SandboxOptions
 from sam_server.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sam_server.scheduling.framework.profile import Profile
 
 
 def arch_grid(arch: str) -> tuple[int, int]:
@@ -161,35 +165,38 @@ class SchedulerSettings(Section):
     # Seconds between the scheduler's checks for history to purge.
     history_purge_every_s: float = Field(default=300.0, gt=0)
 
-    # Selective suspension (PolicyConfig's suspend_* and requeue_stopped say what each does): a
-    # short job that has waited long may stop a running job of its own class. Unset (None) = the
-    # policy's own default, so the live scheduler runs what the replay measured.
+    # The scheduling profile the scheduler runs: default, easy or fcfs (docs/architecture.md,
+    # "The scheduling framework").
+    scheduler_profile: str = "default"
+    # Changes to the profile's plugin arguments, {plugin: {argument: value}} (JSON in the
+    # variable), e.g. {"preempt": {"suspend_factor": 0}} turns selective suspension off;
+    # "cycle" names the arguments all plugins share. Unset: the profile's own.
+    scheduler_plugin_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
-    # How many times a running job's bounded slowdown so far a waiting job's must be to stop it
-    # (policy default 10); 0 = off.
-    suspend_factor: float | None = Field(default=None, ge=0)
-    # Times a job may be suspended before only SAM_SUSPEND_AGAIN_FACTOR's higher bar stops it
-    # again (policy default 1); 0 = only SAM_MAX_PREEMPTIONS_PER_JOB bounds it.
-    suspend_max: int | None = Field(default=None, ge=0)
-    # Past SAM_SUSPEND_MAX, a job is suspended again only for one this many times further
-    # behind than the first bar (policy default 10); 0 = never.
-    suspend_again_factor: float | None = Field(default=None, ge=0)
-    # A job is suspended only if its own wait plus the waiting job's time limit is at most this
-    # share of that job's wait so far (policy default 0 = off).
-    suspend_wait_share: float | None = Field(default=None, ge=0)
-    # A stopped job's seniority counts from when it was stopped, not from when it became
-    # eligible (policy default true).
-    requeue_stopped: bool | None = None
+    @field_validator("scheduler_plugin_args", mode="before")
+    @classmethod
+    def _json_plugin_args(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"SAM_SCHEDULER_PLUGIN_ARGS is not JSON: {exc}") from exc
+        return value
 
-    # Drain stop (PolicyConfig's drain_stop_*): a big job waiting for a wafer to drain stops the
-    # few jobs left in its way. Unset (None) = the policy's default.
+    @model_validator(mode="after")
+    def _profile_runs(self) -> SchedulerSettings:
+        self.profile()  # an unknown profile, plugin or argument, or a value of the wrong type
+        return self
 
-    # The most of a big waiting job's PEs the jobs stopped for it may hold (policy 0.5); 0 = off.
-    drain_stop_share: float | None = Field(default=None, ge=0, le=1)
-    # The least share of a wafer a job needs for drain stop (policy default 0.5).
-    drain_stop_min_job: float | None = Field(default=None, ge=0, le=1)
-    # A running job with less time left than this is waited for, not stopped (policy 1800).
-    drain_stop_min_left_s: float | None = Field(default=None, ge=0)
+    def profile(self) -> Profile:
+        """The scheduling profile these settings name, with their argument changes."""
+        from sam_server.scheduling.framework.args import profile_from_settings
+
+        cycle = {
+            "min_run_before_preempt_s": self.preempt_min_run_s,
+            "max_preemptions_per_job": self.max_preemptions_per_job,
+        }
+        return profile_from_settings(self.scheduler_profile, cycle, self.scheduler_plugin_args)
 
 
 class WorkerSettings(Section):

@@ -12,7 +12,7 @@ import gc
 import logging
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,7 +28,9 @@ from sam_server.controller.reuse import reuse_compiled
 from sam_server.controller.snapshot import build_snapshot, forget_active_jobs, load_active_jobs
 from sam_server.db.models import JobEvent
 from sam_server.db.session import engine_for, session_scope
-from sam_server.scheduling import PolicyConfig, plan
+from sam_server.scheduling import plan
+from sam_server.scheduling.framework.profile import Profile
+from sam_server.scheduling.profiles import usage_half_life_s
 from sam_server.services.dispatch import charge_usage, mark_sent, unsent_messages
 from sam_server.services.history import purge_ended
 from sam_server.services.observe import expire_compile_servers
@@ -49,27 +51,11 @@ class CycleStats:
     wafers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
 
-SUSPENSION_SETTINGS = (
-    "suspend_factor",
-    "suspend_max",
-    "suspend_again_factor",
-    "suspend_wait_share",
-    "requeue_stopped",
-    "drain_stop_share",
-    "drain_stop_min_job",
-    "drain_stop_min_left_s",
-)
-"""Settings named as PolicyConfig's fields; one left unset (None) keeps the policy's default."""
-
-
-def policy_config(settings: Settings) -> PolicyConfig:
-    """The live policy's knobs (the defaults are SAM's policy)."""
-    config = PolicyConfig(
-        min_run_before_preempt_s=settings.scheduler.preempt_min_run_s,
-        max_preemptions_per_job=settings.scheduler.max_preemptions_per_job,
-    )
-    chosen = {name: getattr(settings.scheduler, name) for name in SUSPENSION_SETTINGS}
-    return replace(config, **{name: value for name, value in chosen.items() if value is not None})
+def scheduler_profile(settings: Settings) -> Profile:
+    """The profile the live scheduler runs: `scheduler_profile` with `scheduler_plugin_args`
+    (the minimum run and the bound on stops, `preempt_min_run_s` and `max_preemptions_per_job`,
+    are the profile's `cycle` arguments unless those name them too)."""
+    return settings.scheduler.profile()
 
 
 THAW_EVERY_S = 60.0
@@ -96,13 +82,13 @@ def settle_heap() -> None:
 def run_cycle(
     settings: Settings,
     *,
-    config: PolicyConfig | None = None,
+    profile: Profile | None = None,
     compile_servers: int | None = None,
 ) -> CycleStats:
     """One planning cycle, committed as one transaction. The scheduler process passes
     `compile_servers` (read from the cluster file once); otherwise the file is read here."""
     started = time.perf_counter()
-    config = config or policy_config(settings)
+    profile = profile or scheduler_profile(settings)
     cluster = settings.load_cluster()
     if compile_servers is None:
         compile_servers = cluster.compile_servers
@@ -110,7 +96,7 @@ def run_cycle(
     stats = CycleStats()
     now = time.time()  # one instant for the snapshot and the plan
     try:
-        _plan_and_apply(settings, config, cluster, compile_servers, max_jobs, now, stats)
+        _plan_and_apply(settings, profile, cluster, compile_servers, max_jobs, now, stats)
     except BaseException:
         forget_active_jobs()  # the cached rows may hold edits that were rolled back
         raise
@@ -121,7 +107,7 @@ def run_cycle(
 
 def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
     settings: Settings,
-    config: PolicyConfig,
+    profile: Profile,
     cluster: ClusterConfig,
     compile_servers: int,
     max_jobs: dict[str, int],
@@ -135,14 +121,14 @@ def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
         jobs = load_active_jobs(session)
         stats.reused = reuse_compiled(session, jobs, limit=settings.api.bulk_chunk_rows)
         session.flush()
-        charge_usage(session, jobs, half_life_s=config.half_life_s)
+        charge_usage(session, jobs, half_life_s=usage_half_life_s(profile))
         # Held, dependent and array-limited jobs wait with a reason, unseen by the policy.
         gated = gate_jobs(session, jobs, kill_invalid_depend=settings.scheduler.kill_invalid_depend)
         snapshot = build_snapshot(
             session,
             jobs,
             now=now,
-            config=config,
+            half_life_s=usage_half_life_s(profile),
             compile_servers=compile_servers,
             stale_s=settings.worker.heartbeat_s * 3,
             max_jobs=max_jobs,
@@ -152,7 +138,7 @@ def _plan_and_apply(  # noqa: PLR0913 - the cycle's inputs, passed through
         )
         rows = {j.id: j for j in jobs}
         selection = ExplainSelection(rows, len(snapshot.jobs))
-        decided = plan(snapshot, now, config, explain_only=selection)
+        decided = plan(snapshot, now, explain_only=selection, profile=profile)
         apply_plan(
             session,
             decided,
@@ -209,7 +195,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     """The scheduler process: lead (or wait to), then plan on every change and every `interval` s."""
     leader = Leadership(settings.resolved_database_url, settings.data_dir)
     send = celery_sender(settings)
-    config = policy_config(settings)
+    profile = scheduler_profile(settings)
     compile_servers = settings.load_cluster().compile_servers
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
@@ -230,7 +216,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
             with session_scope(settings.resolved_database_url) as session:
                 marker = _event_marker(session)
             if marker != last_marker or time.monotonic() - last_cycle >= interval:
-                stats = run_cycle(settings, config=config, compile_servers=compile_servers)
+                stats = run_cycle(settings, profile=profile, compile_servers=compile_servers)
                 last_marker, last_cycle = marker, time.monotonic()
                 metrics.observe(stats)
                 if stats.compiles or stats.starts or stats.preemptions or stats.reaped:

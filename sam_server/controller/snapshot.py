@@ -15,7 +15,6 @@ from sam_server.db.models import CompileServer, Job, JobAttempt, Tenant, User, W
 from sam_server.db.types import as_utc
 from sam_server.scheduling import (
     Allocation,
-    PolicyConfig,
     PolicyJob,
     PolicyQuota,
     PolicyWafer,
@@ -337,7 +336,7 @@ def build_snapshot(
     jobs: list[Any],
     *,
     now: float,
-    config: PolicyConfig,
+    half_life_s: float,
     compile_servers: int,
     stale_s: float,
     max_jobs: dict[str, int] | None = None,
@@ -380,7 +379,7 @@ def build_snapshot(
             )
         )
     tenants = {
-        t.name: _tenant_state(session, t, now, config)
+        t.name: _tenant_state(session, t, now, half_life_s)
         for t in session.execute(select(Tenant)).scalars()
     }
     compiling = sum(1 for j in jobs if j.state == JobState.COMPILING)
@@ -390,7 +389,6 @@ def build_snapshot(
         tenants=tenants,
         jobs=_policy_jobs(jobs, gated),
         compile_slots_free=max(0, total - compiling),
-        config=config,
         compile_slots_per_tenant=slots_per_tenant or (total - 1 if total > 1 else 0),
     )
 
@@ -407,9 +405,7 @@ def _policy_jobs(jobs: list[Any], gated: set[str] | frozenset[str]) -> tuple[Pol
     )
 
 
-def _tenant_state(
-    session: Session, tenant: Tenant, now: float, config: PolicyConfig
-) -> TenantState:
+def _tenant_state(session: Session, tenant: Tenant, now: float, half_life_s: float) -> TenantState:
     elapsed = now - (_ts(tenant.usage_at) or now)
     users = session.execute(
         select(User.name, User.usage_pe_s).where(User.tenant_id == tenant.id)
@@ -418,7 +414,7 @@ def _tenant_state(
         quota=PolicyQuota(
             tenant.max_pes, tenant.max_running_jobs, tenant.max_queued_jobs, tenant.share
         ),
-        usage_pe_s=decay_usage(tenant.usage_pe_s, elapsed, config.half_life_s),
+        usage_pe_s=decay_usage(tenant.usage_pe_s, elapsed, half_life_s),
         user_usage_pe_s={name: usage for name, usage in users},
     )
 

@@ -16,6 +16,7 @@ from sam_server.replay.oned import simulate_oned
 from sam_server.replay.sim import ClusterSpec, simulate
 from sam_server.replay.swf import TraceFormatError, TraceJob, read_swf, scale_interarrival
 from sam_server.scheduling.model import PolicyConfig, easy_config, fcfs_config
+from sam_server.scheduling.profiles import PROFILES, profile_named
 
 POLICIES = {"fcfs": fcfs_config, "easy": easy_config, "sam": PolicyConfig}
 """The policies `sam sim` replays through `plan`, by name."""
@@ -23,8 +24,13 @@ ONED = "oned-easy"
 """The geometry-free baseline (`oned.simulate_oned`), replayed beside them."""
 
 
-def replay(jobs: list[TraceJob], spec: ClusterSpec, policy: str) -> SimResult:
-    """Replay `jobs` under `policy` (a name of POLICIES, or "oned-easy") on `spec`."""
+def replay(
+    jobs: list[TraceJob], spec: ClusterSpec, policy: str, profile: str | None = None
+) -> SimResult:
+    """Replay `jobs` under `policy` (a name of POLICIES, or "oned-easy") on `spec`, or under
+    the scheduling profile `profile` (a name of `profiles.PROFILES`) when given."""
+    if profile is not None:
+        return simulate(jobs, spec, PolicyConfig(), profile, profile=profile_named(profile))
     if policy == ONED:
         return simulate_oned(jobs, spec.wafers, spec.rows, spec.cols, spec.pes_per_proc)
     return simulate(jobs, spec, POLICIES[policy](), policy)
@@ -55,6 +61,12 @@ def _auto_pes_per_proc(max_procs: int, spec: ClusterSpec) -> int:
     "--policy", type=click.Choice([*sorted(POLICIES), ONED]), default="sam", show_default=True
 )
 @click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    default=None,
+    help="replay this scheduling profile (docs/architecture.md) instead of --policy",
+)
+@click.option(
     "--interarrival",
     type=click.FloatRange(min=0.0, min_open=True),
     default=1.0,
@@ -78,6 +90,7 @@ def sim(
     pes_per_proc: int | None,
     limit: int | None,
     policy: str,
+    profile: str | None,
     interarrival: float,
     moldable: float,
     output: str,
@@ -95,7 +108,7 @@ def sim(
     if pes_per_proc is None:
         pes_per_proc = _auto_pes_per_proc(max((j.procs for j in jobs), default=1), spec)
     spec = ClusterSpec(wafers, wafer_rows, wafer_cols, pes_per_proc, moldable)
-    result = replay(jobs, spec, policy)
+    result = replay(jobs, spec, policy, profile)
     figures = result.as_dict()
     if output == "json":
         click.echo(json.dumps(figures))

@@ -18,6 +18,7 @@ from sam_domain.jobs import CLASS_RANK
 from sam_server.replay.metrics import SimResult, summarize
 from sam_server.replay.swf import TraceJob, shape_for_pes
 from sam_server.scheduling.fairshare import update_usage
+from sam_server.scheduling.framework.profile import Profile
 from sam_server.scheduling.geometry import FreeSpace
 from sam_server.scheduling.model import (
     Allocation,
@@ -30,7 +31,9 @@ from sam_server.scheduling.model import (
     TenantState,
 )
 from sam_server.scheduling.placement import FitIndex
+from sam_server.scheduling.plugins import Drain, Fit, Preempt
 from sam_server.scheduling.policy import plan
+from sam_server.scheduling.profiles import profile_for, usage_half_life_s
 from sam_server.scheduling.shapes import flexible_shapes, shrunk_shapes
 
 
@@ -66,6 +69,7 @@ class _State:
 
     spec: ClusterSpec
     config: PolicyConfig
+    profile: Profile
     trace: dict[int, TraceJob]
     pending: dict[int, PolicyJob] = field(default_factory=dict)
     running: dict[int, _Running] = field(default_factory=dict)
@@ -112,7 +116,7 @@ def _charge_usage(state: _State, now: float) -> None:
     held: dict[str, int] = {}
     for run in state.running.values():
         held[run.job.tenant] = held.get(run.job.tenant, 0) + run.job.pes
-    half_life = state.config.half_life_s
+    half_life = usage_half_life_s(state.profile)
     for tenant in set(state.usage) | set(held):
         old = state.usage.get(tenant, 0.0)
         state.usage[tenant] = update_usage(old, held.get(tenant, 0), dt, half_life)
@@ -179,14 +183,14 @@ def _apply(state: _State, now: float) -> None:
     start what the last one starts (the jobs they made room for among them).
 
     The loop ends: each move or stop counts against the job's `max_preemptions_per_job`."""
-    decided = plan(_snapshot(state), now, explain=False)
+    decided = plan(_snapshot(state), now, explain=False, profile=state.profile)
     while decided.preemptions:
         for pre in decided.preemptions:
             if pre.to is not None:
                 _migrate(state, int(pre.job_id), pre.to, now)
             else:
                 _stop(state, int(pre.job_id), now, pre.for_job_id)
-        decided = plan(_snapshot(state), now, explain=False)
+        decided = plan(_snapshot(state), now, explain=False, profile=state.profile)
     for s in decided.starts:
         job_id = int(s.job_id)
         job = state.pending.pop(job_id)
@@ -225,16 +229,22 @@ def _could_start(state: _State) -> bool:
         a = run.alloc
         allocs[run.wafer].append((a.row, a.col, a.rows, a.cols))
     index = FitIndex([FreeSpace.of(state.spec.rows, state.spec.cols, a) for a in allocs])
-    flexible = state.config.flexible
+    profile = state.profile
+    flexible = profile.cycle.flexible
+    fit = profile.find("fit")
+    preempt = profile.find("preempt")
+    drain = profile.find("drain")
     pending = state.pending.values()
     if any(index.fits(*shape) for j in pending for shape in j.candidate_shapes(flexible)):
         return True
-    if flexible and state.config.cut_to_fit:  # (a job may start in a shape cut to the space)
+    if (
+        flexible and isinstance(fit, Fit) and fit.args.cut_to_fit
+    ):  # (a job may start in a shape cut to the space)
         if any(j.cut_bounds and index.cut_shapes(*j.cut_bounds) for j in pending):
             return True
-    if not state.config.preemption or not state.running:
+    if not isinstance(preempt, Preempt) or not state.running:
         return False
-    if state.config.suspend_factor > 0 or state.config.drain_stop_share > 0:
+    if preempt.args.suspend_factor > 0 or (isinstance(drain, Drain) and drain.args.share > 0):
         return True  # a waiting job's slowdown grows, a running one's run: it may stop one now
     lowest = min(CLASS_RANK[r.job.priority_class] for r in state.running.values())
     return any(CLASS_RANK[j.priority_class] > lowest for j in state.pending.values())
@@ -266,14 +276,19 @@ def _job_of(t: TraceJob, shape: tuple[int, int], spec: ClusterSpec) -> PolicyJob
 
 
 def simulate(
-    trace: Sequence[TraceJob], spec: ClusterSpec, config: PolicyConfig, policy_name: str = ""
+    trace: Sequence[TraceJob],
+    spec: ClusterSpec,
+    config: PolicyConfig,
+    policy_name: str = "",
+    profile: Profile | None = None,
 ) -> SimResult:
-    """Replay `trace` on the cluster `spec` under `config`; metrics of the replayed jobs.
+    """Replay `trace` on the cluster `spec` under `profile` (else the one `config` stands for);
+    metrics of the replayed jobs.
 
     Jobs whose PE count can never fit a wafer are rejected at submit (as the API does) and
     counted in `rejected`, not replayed.
     """
-    state = _State(spec, config, {})
+    state = _State(spec, config, profile or profile_for(config), {})
     arrivals: list[tuple[TraceJob, tuple[int, int]]] = []
     rejected = 0
     for t in trace:

@@ -219,8 +219,7 @@ class PolicyConfig:
       smaller job waits, goes where the most further jobs of its size still fit (up to
       `lookahead` of them, each in one of its shapes or one cut flush to the free space:
       `placement.lookahead_placement`). 3 forms the pinwheel of four quarter jobs on 23x34
-      from an empty wafer; 2 (the default) looks at fewer placements and won on the replay
-      matrix (3 lost two verdicts against easy there).
+      from an empty wafer; 2 (the default) looks at fewer placements.
     - lookahead_pairs: look-ahead placement also for a job of more than a third of a wafer
       while another job of about its size (0.8-1.25x its PEs) waits and no smaller one does: it
       goes where that job still fits beside it (two half-wafer jobs side by side, 23x17 +

@@ -156,3 +156,12 @@ def profile_for(config: PolicyConfig, name: str = "config") -> Profile:
         c.eta_depth,
     )
     return Profile(name, tuple(plugins), cycle)
+
+
+def usage_half_life_s(profile: Profile) -> float:
+    """The half-life of recorded usage the profile's priorities decay with (fair share)."""
+    args = profile.queue_sort.args
+    priority = args.priority if isinstance(args, FifoSortArgs) else args
+    return (
+        priority.half_life_s if isinstance(priority, PriorityArgs) else PriorityArgs().half_life_s
+    )

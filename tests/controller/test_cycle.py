@@ -362,11 +362,13 @@ def test_selective_suspension_stops_a_long_job_of_the_same_class_in_the_live_cyc
 ):
     """L (16x16, the whole wafer, 10h limit) started an hour ago right after its submit; S
     (16x16, 10m limit) has waited two hours: its bounded slowdown so far is (7200 + 600) / 600
-    = 13, L's 1. With SAM_SUSPEND_FACTOR=10 the cycle stops L for S although both are of the
+    = 13, L's 1. With the preempt plugin's suspend_factor 10 the cycle stops L for S although both are of the
     normal class, through the path a higher class takes: L's worker is asked to checkpoint, L
     goes back to pending, and the next cycle starts S. With the factor 0 a normal-class S
     waits; a high-class S preempts L either way."""
-    settings = cluster_settings.updated(suspend_factor=suspend_factor)
+    settings = cluster_settings.updated(
+        scheduler_plugin_args={"preempt": {"suspend_factor": suspend_factor}}
+    )
     make_tenant(api, "acme")
     alice = make_user(api, "acme", "alice")
 
@@ -435,7 +437,7 @@ def test_a_resumed_job_runs_the_minimum_time_from_its_restart_before_it_is_stopp
     (SAM_PREEMPT_MIN_RUN_S, 60 s) and the policy's time left count from the restart, as the
     worker gives each attempt the job's whole time limit. Two minutes after the restart, H2
     preempts it."""
-    settings = cluster_settings.updated(suspend_factor=0.0)
+    settings = cluster_settings.updated(scheduler_plugin_args={"preempt": {"suspend_factor": 0.0}})
     make_tenant(api, "acme")
     alice = make_user(api, "acme", "alice")
     url = settings.resolved_database_url

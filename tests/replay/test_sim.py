@@ -152,3 +152,25 @@ def test_a_suspended_job_resumes_and_pays_its_restart() -> None:
     assert on.moved_cost_s == 120.0
     assert on.makespan_s == pytest.approx(off.makespan_s + 120.0)  # restart included
     assert on.avg_bounded_slowdown < off.avg_bounded_slowdown
+
+
+def test_sam_sim_profile_replays_the_named_profile_as_its_policy_did() -> None:
+    """`sam sim --profile easy` replays the `easy` profile: the figures `--policy easy` gives."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from sam_server.replay.cli import sim
+
+    trace = str(Path(__file__).resolve().parents[2] / "traces" / "lublin_256.swf")
+    runner = CliRunner()
+    figures = []
+    for flag in (["--policy", "easy"], ["--profile", "easy"]):
+        out = runner.invoke(sim, [trace, "--limit", "60", *flag, "-o", "json"])
+        assert out.exit_code == 0, out.output
+        got = json.loads(out.output.strip().splitlines()[-1])
+        got.pop("seconds", None), got.pop("policy")
+        figures.append(got)
+    assert figures[0] == figures[1]
+    bad = runner.invoke(sim, [trace, "--profile", "fast"])
+    assert bad.exit_code != 0 and "fast" in bad.output

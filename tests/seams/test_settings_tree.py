@@ -26,13 +26,13 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_variable_sets_its_setting_in_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAM_LEASE_S", "7")
     monkeypatch.setenv("SAM_MAX_BODY_BYTES", "2048")
-    monkeypatch.setenv("sam_suspend_factor", "0")  # names are matched ignoring case, as before
+    monkeypatch.setenv("sam_scheduler_profile", "easy")  # names are matched ignoring case
     monkeypatch.setenv("SAM_SANDBOX_SPAWNER", "0")
     monkeypatch.setenv("SAM_SANDBOX_UID_BASE", "62000")
     monkeypatch.setenv("SAM_LOG_LEVEL", "warning")
     settings = Settings()
     assert settings.worker.lease_s == 7.0 and settings.api.max_body_bytes == 2048
-    assert settings.scheduler.suspend_factor == 0.0
+    assert settings.scheduler.scheduler_profile == "easy"
     assert settings.sandbox.options().spawner is False
     assert settings.sandbox.options().uid_base == 62000
     assert settings.log_level == "WARNING"

@@ -5,7 +5,7 @@ it was stopped for (`PolicyJob.stopped_for`) go first in the walk, ahead of the 
 oldest, to take the space it freed; if none waits any more, with `behind_factor`, the job
 furthest behind. Without it the next in line took that space and the short job suspended a
 second job. Nothing moves when nothing was just stopped (one pass over the queue per cycle).
-Measured on the replay matrix: see benchmarks/README.md.
+(What the variants gave on the replay matrix is in git: `git log -S _first_after_stop`.)
 """
 
 from __future__ import annotations
