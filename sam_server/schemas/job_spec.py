@@ -108,6 +108,17 @@ class EntrySpec(_Strict):
     script: str = Field(min_length=4, max_length=255, pattern=r"^[^\\\x00]+\.py$")
     args: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list, max_length=64)
 
+    @field_validator("script")
+    @classmethod
+    def _inside_the_project(cls, v: str) -> str:
+        parts = v.split("/")
+        if v.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(
+                f"entry.script {v!r} must be a path inside the project, e.g. train.py or "
+                "src/train.py (no leading '/', no '..')"
+            )
+        return v
+
 
 class DataSpec(_Strict):
     """Where batches come from."""

@@ -88,3 +88,21 @@ def test_short_batches_and_scripts_without_train_say_what_to_change(tmp_path: Pa
     (tmp_path / "train.py").write_text("print('no runner here')\n")
     with pytest.raises(ModelError, match="ended without calling runner.train"):
         capture_script(spec, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ({"entry": {"script": "../train.py"}}, "inside the project"),
+        ({"entry": {"script": "/etc/train.py"}}, "inside the project"),
+        ({"entry": {"script": "train.sh"}}, "pattern"),
+        ({"entry": {"script": "t.py"}, "model": {"builtin": "mlp"}}, "not both"),
+        ({}, "needs model"),
+        ({"entry": {"script": "t.py"}, "train": {"seed": 1}}, "remove the train section"),
+        ({"entry": {"script": "t.py"}, "data": {"source": "synthetic"}}, "data.source 'script'"),
+        ({"model": {"builtin": "mlp"}, "data": {"source": "script"}}, "give entry.script"),
+    ],
+)
+def test_a_runner_spec_is_checked(raw: dict, why: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ValueError, match=why):
+        JobSpec.model_validate({"name": "t", **raw})
