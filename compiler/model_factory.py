@@ -16,9 +16,11 @@ of a structured output (a transformers ModelOutput, torchvision's GoogLeNetOutpu
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -55,16 +57,11 @@ def resolve_factory(
             f"(allowed: {', '.join(packages)}, or a module of the job's own project); "
             "wrap the model in a class in your model file instead"
         )
-    module, rest = _import_longest(parts)
-    if own and not _inside(getattr(module, "__file__", None), folder):
+    target = _walk(parts)
+    if own and not _inside(getattr(sys.modules.get(top), "__file__", None), folder):
         raise InvalidSpec(f"model.factory {path!r}: {top!r} is not the job's own module")
-    target: Any = module
-    for i, name in enumerate(rest):
-        try:
-            target = getattr(target, name)
-        except AttributeError:
-            where = ".".join(parts[: len(parts) - len(rest) + i])
-            raise InvalidSpec(f"model.factory {path!r}: {where} has no {name!r}") from None
+    if isinstance(target, ModuleType):
+        raise InvalidSpec(f"model.factory {path!r} is a module; name the callable in it")
     defined_in = str(getattr(target, "__module__", None) or "")
     if defined_in.split(".")[0] != top:
         raise InvalidSpec(
@@ -76,23 +73,38 @@ def resolve_factory(
     return target  # type: ignore[no-any-return]
 
 
-def _import_longest(parts: list[str]) -> tuple[Any, list[str]]:
-    """(the module of the longest importable prefix of parts, the attribute names after it)."""
-    for end in range(len(parts), 0, -1):
-        name = ".".join(parts[:end])
-        try:
-            return importlib.import_module(name), parts[end:]
-        except ModuleNotFoundError as exc:
-            missing = exc.name or ""
-            if missing != name and not name.startswith(missing + "."):
-                # the package exists but one of its own imports is missing
-                raise user_code_error(f"importing {name}", exc) from exc
-        except Exception as exc:
+def _walk(parts: list[str]) -> Any:
+    """The object parts names: attributes first (torchvision.models.googlenet is the function
+    the package exports, not its module), submodules where no attribute has the name."""
+    target = _import(parts[0], parts[0])
+    for end in range(2, len(parts) + 1):
+        name = parts[end - 1]
+        if hasattr(target, name):
+            target = getattr(target, name)
+        elif isinstance(target, ModuleType):
+            target = _import(".".join(parts[:end]), ".".join(parts))
+        else:
+            where = ".".join(parts[: end - 1])
+            raise InvalidSpec(f"model.factory {'.'.join(parts)!r}: {where} has no {name!r}")
+    return target
+
+
+def _import(name: str, path: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:  # the module exists but one of its own imports is missing
             raise user_code_error(f"importing {name}", exc) from exc
-    raise InvalidSpec(
-        f"model.factory names package {parts[0]!r}, which is not installed where jobs compile; "
-        "use an installed library (torchvision, timm, transformers) or your project's module"
-    )
+        if "." not in name:
+            raise InvalidSpec(
+                f"model.factory names package {name!r}, which is not installed where jobs "
+                "compile; use an installed library (torchvision, timm, transformers) or your "
+                "project's module"
+            ) from None
+        parent, _, last = name.rpartition(".")
+        raise InvalidSpec(f"model.factory {path!r}: {parent} has no {last!r}") from None
+    except Exception as exc:
+        raise user_code_error(f"importing {name}", exc) from exc
 
 
 def _inside(filename: str | None, folder: Path) -> bool:

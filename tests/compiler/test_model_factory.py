@@ -91,6 +91,14 @@ def test_a_factory_that_cannot_be_used_is_refused(factory, packages, says) -> No
         resolve_factory(factory, *([packages] if packages else []))
 
 
+def test_a_name_the_package_exports_is_its_callable_not_its_module() -> None:
+    from torchvision.models import googlenet
+
+    assert resolve_factory("torchvision.models.googlenet") is googlenet
+    with pytest.raises(InvalidSpec, match="is a module; name the callable"):
+        resolve_factory("torchvision.models.resnet")
+
+
 def test_a_factory_that_returns_no_module_is_refused() -> None:
     with pytest.raises(InvalidSpec, match="returned a list, not an nn.Module"):
         build_model(factory_spec("torchvision.models.list_models"))

@@ -212,3 +212,15 @@ def test_max_and_min_along_a_dim_match_torch_values_and_indices(keepdim):
         t_values, t_idx = theirs(torch.from_numpy(x), 1, keepdim=keepdim)
         assert np.array_equal(values, t_values.numpy()) and np.array_equal(idx, t_idx.numpy())
         assert idx.dtype == np.int64
+
+
+def test_cat_skips_a_1d_empty_tensor_as_torch_does() -> None:
+    """torch.cat accepts a legacy empty tensor (shape (0,)) beside N-d ones (GPT-NeoX's rotary)."""
+    import torch
+
+    from wse_sim.runtime.kernels.shape import cat
+
+    a, b = np.ones((2, 3, 4), np.float32), np.zeros((2, 1, 4), np.float32)
+    empty = np.zeros((0,), np.float32)
+    want = torch.cat([torch.from_numpy(a), torch.from_numpy(empty), torch.from_numpy(b)], dim=-2)
+    np.testing.assert_array_equal(cat([a, empty, b], dim=-2), want.numpy())

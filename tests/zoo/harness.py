@@ -27,7 +27,7 @@ from compiler.artifact import load_artifact
 from compiler.artifact_check import check_artifact, check_files
 from compiler.data import normalize_batch, synthetic_batch
 from compiler.errors import CompileError, CompileOOM, UnsupportedOperator
-from compiler.model_source import ModelCall, build_model, load_batch_function
+from compiler.model_source import ModelCall, build_model, load_batch_function, user_traceback
 from compiler.sandbox import SandboxLimits
 from compiler.training import OptimizerConfig, compute_loss
 from sam_server.config import WorkerSettings
@@ -37,6 +37,9 @@ from wse_sim import Wafer
 ROOT = Path(__file__).resolve().parents[2]
 ZOO_DIR = ROOT / "examples" / "zoo"
 EXPECTED_FILE = Path(__file__).with_name("expected.yaml")
+# Architectures not in the zoo, each a job spec built by model.factory (benchmarks/model_zoo.py
+# --unseen; tests/zoo/test_unseen.py runs a few).
+UNSEEN_FILE = Path(__file__).with_name("unseen.yaml")
 RTOL = 1e-3
 JOB_MEMORY_BYTES: int = WorkerSettings.model_fields["wafer_job_memory_bytes"].default
 MIN_STEPS = 5
@@ -107,6 +110,31 @@ def load_zoo_job(name: str) -> ZooJob:
     spec = JobSpec.model_validate(raw).model_dump(mode="json", by_alias=True)
     files = {p.name: p.read_text() for p in sorted(folder.glob("*.py"))}
     return ZooJob(name=name, spec=spec, files=files)
+
+
+def _unseen_entries() -> dict[str, Any]:
+    raw = yaml.safe_load(UNSEEN_FILE.read_text()) or {}
+    return {k: v for k, v in raw.items() if not k.startswith("_")}
+
+
+def unseen_names() -> list[str]:
+    """Every entry of tests/zoo/unseen.yaml, in the file's order."""
+    return list(_unseen_entries())
+
+
+def load_unseen_job(name: str) -> ZooJob:
+    """tests/zoo/unseen.yaml's entry `name` as a job: its model (a factory), data and train,
+    MIN_STEPS steps and a 32x32 region unless it names another; no files."""
+    entry = dict(_unseen_entries()[name])
+    entry.pop("<<", None)
+    raw = {
+        "name": f"unseen-{name}",
+        "run_options": {"steps_per_epoch": MIN_STEPS},
+        "resources": {"region": {"rows": 32, "cols": 32}, "time_limit": "30m"},
+        **entry,
+    }
+    spec = JobSpec.model_validate(raw).model_dump(mode="json", by_alias=True)
+    return ZooJob(name=name, spec=spec, files={})
 
 
 def expected_training() -> dict[str, str]:
@@ -213,9 +241,10 @@ def _frozen(job: ZooJob) -> ZooJob:
     return ZooJob(name=job.name, spec=spec, files=job.files)
 
 
-def run_zoo_model(name: str, cache_dir: Path) -> ZooResult:
-    """Compile, simulate and compare one zoo model; never raises for a model's own failure."""
-    job = load_zoo_job(name)
+def run_zoo_model(name: str, cache_dir: Path, unseen: bool = False) -> ZooResult:
+    """Compile, simulate and compare one zoo model (or, with `unseen`, an entry of
+    tests/zoo/unseen.yaml); never raises for a model's own failure."""
+    job = load_unseen_job(name) if unseen else load_zoo_job(name)
     try:
         artifact, compile_s = compile_zoo_job(job, cache_dir)
     except (UnsupportedOperator, CompileOOM) as exc:
@@ -223,7 +252,13 @@ def run_zoo_model(name: str, cache_dir: Path) -> ZooResult:
     except CompileError as exc:
         return ZooResult(name, "error", None, f"{exc.kind}: {exc.message}")
     data = batches(job, job.steps)
-    ours, sim_state, sim_s = sim_losses(artifact, job, data)
+    try:
+        ours, sim_state, sim_s = sim_losses(artifact, job, data)
+    except Exception as exc:  # noqa: BLE001 - a kernel's failure is this model's verdict
+        where = user_traceback(exc)[-1:] or ["?"]
+        return ZooResult(
+            name, "error", None, f"simulator: {type(exc).__name__}: {exc} at {where[0]}"
+        )
     ref, torch_state, torch_s = torch_losses(job, data)
     err = rel_error(ours, ref)
     buffers = buffer_error(sim_state, torch_state)

@@ -1,0 +1,37 @@
+"""Architectures SAM's zoo does not have (tests/zoo/unseen.yaml), built by their libraries'
+constructors through model.factory with no wrapper class, train on the wse_sim runtime with
+eager's losses: a fast subset end to end through the real compiler (the sandboxed trace builds
+the factory) and the simulator; `benchmarks/model_zoo.py --unseen` runs them all."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.zoo.harness import RTOL, load_unseen_job, run_zoo_model, unseen_names, zoo_names
+
+torch.set_num_threads(1)
+# a torchvision class (Swin's torch.roll), a transformers causal LM given input_ids and labels
+# (train.loss: model), a timm class
+FAST = ("tv_swin", "gemma", "timm_convmixer")
+_CACHE = Path(tempfile.mkdtemp(prefix="sam-unseen-tests-"))
+
+
+def test_the_unseen_set_is_new_to_the_zoo_and_built_by_factories() -> None:
+    names = unseen_names()
+    assert len(names) >= 20, names
+    assert not set(names) & set(zoo_names())
+    for name in names:
+        job = load_unseen_job(name)
+        assert job.files == {}  # nothing but the library's constructor
+        assert job.spec["model"]["factory"].split(".")[0] in ("torchvision", "timm", "transformers")
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_an_unseen_model_trains_like_eager(name: str) -> None:
+    result = run_zoo_model(name, _CACHE / name, unseen=True)
+    assert result.verdict == "train_match", (result.verdict, result.blocking_op, result.message)
+    assert result.max_rel_error is not None and result.max_rel_error < RTOL
