@@ -177,14 +177,6 @@ class PolicyConfig:
       reservation that starts before it would end.
     - protect_oldest: this many longest-waiting jobs of the top class present go first in the
       walk (they start, or take the first reservations), which bounds their wait as EASY does.
-    - overdue_wait_s: every job of the top class that has waited this long also goes first
-      (oldest first); 0 = off.
-    - overdue_median_factor: dynamic aging: a job of the top class whose wait passes this
-      multiple of the median wait of its waiting peers (at least 3) also goes first, oldest
-      first, at most `overdue_max` of them (so the mean does not pay for many); 0 = off.
-    - aging: "linear" (wait over `age_cap_s`) or "slowdown" (wait / (wait + time limit), the
-      bounded slowdown accrued so far: a short job ages fast, a long one slowly, none stops).
-    - slowdown_floor_s: the time limit below which "slowdown" aging treats jobs alike.
     - migration: the first blocked job may start now by moving one running checkpointing job
       elsewhere (see `migration`); bounded per job with preemptions (`max_preemptions_per_job`).
     - migrate_min_gain_s: a move is made only if the blocked job would otherwise wait this long.
@@ -207,10 +199,6 @@ class PolicyConfig:
       multiple of the usual bar (`suspend_factor` x this x the victim's: 100x at the
       defaults): the small jobs that wait hundreds of times their run behind a whole-wafer
       job that was stopped once before (NASA at 6 PEs per processor); 0 = never.
-    - suspend_wait_share: a job is suspended only if its wait before it started plus the
-      preemptor's time limit (the least it is kept off) is at most this share of the wait the
-      preemptor has had so far: a suspension never makes a wait longer than one it relieves,
-      so the victim does not become one of the longest waits; 0 = off.
     - requeue_stopped: a stopped (preempted) job's seniority as the oldest counts from when it
       was stopped, not from when it became eligible: it had its turn, and its return does not
       take the first reservation from the jobs that waited longest without starting.
@@ -252,11 +240,6 @@ class PolicyConfig:
     flexible: bool = True
     reservations: int = 2
     protect_oldest: int = 1
-    overdue_wait_s: float = 0.0
-    overdue_median_factor: float = 0.0
-    overdue_max: int = 2
-    aging: Literal["linear", "slowdown"] = "linear"
-    slowdown_floor_s: float = 600.0
     migration: bool = True
     migrate_min_gain_s: float = 1800.0
     cut_to_fit: bool = True
@@ -264,7 +247,6 @@ class PolicyConfig:
     suspend_factor: float = 10.0
     suspend_max: int = 1
     suspend_again_factor: float = 10.0
-    suspend_wait_share: float = 0.0
     requeue_stopped: bool = True
     lookahead: int = 2
     lookahead_pairs: bool = True

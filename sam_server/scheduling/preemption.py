@@ -51,7 +51,6 @@ class StopRules:
     suspend_factor: float = 0.0
     suspend_max: int = 0
     suspend_again_factor: float = 0.0
-    suspend_wait_share: float = 0.0
     drain_stop_share: float = 0.0
     drain_stop_min_left_s: float = 0.0
 
@@ -69,8 +68,8 @@ class PreemptionChoice:
 def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: StopRules) -> bool:
     """Selective suspension (`suspend_factor`): a job of the same class may be stopped for a
     shorter one whose slowdown so far is `suspend_factor` times the victim's; only a job with
-    more time left than the preemptor's whole limit (a short job never waits for a long one),
-    and whose wait stays short of the preemptor's (`suspend_wait_share`). A job stopped
+    more time left than the preemptor's whole limit (a short job never waits for a long one).
+    A job stopped
     `suspend_max` times already is stopped again only for a preemptor `suspend_again_factor`
     times further behind (0: never)."""
     if config.suspend_factor <= 0 or victim.priority_class != preemptor.priority_class:
@@ -80,11 +79,6 @@ def may_suspend(victim: PolicyJob, preemptor: PolicyJob, now: float, config: Sto
     again = bool(config.suspend_max) and victim.preempt_count >= config.suspend_max
     if again and config.suspend_again_factor <= 0:
         return False
-    share = config.suspend_wait_share
-    if share > 0:
-        waited = victim.started_at - victim.submitted_at
-        if waited + preemptor.time_limit_s > share * (now - preemptor.submitted_at):
-            return False
     left = victim.started_at + victim.time_limit_s - now
     if preemptor.time_limit_s > left:
         return False

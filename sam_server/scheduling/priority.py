@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Protocol
 
 from sam_domain.jobs import CLASS_RANK
 from sam_server.scheduling.fairshare import combined_factor, tenant_factors, user_factor
@@ -51,10 +51,6 @@ class PriorityRules(Protocol):
     def size_horizon_s(self) -> float: ...
     @property
     def user_share_weight(self) -> float: ...
-    @property
-    def aging(self) -> Literal["linear", "slowdown"]: ...
-    @property
-    def slowdown_floor_s(self) -> float: ...
 
 
 FACTOR_NAMES = ("priority_class", "fair_share", "age", "size")
@@ -72,13 +68,8 @@ def size_factor(job: PolicyJob, cluster_pes: int, config: PriorityRules) -> floa
 
 
 def age_factor(job: PolicyJob, now: float, config: PriorityRules) -> float:
-    """Eligible wait over the age cap, in [0, 1]; with `aging="slowdown"`, the wait over the
-    wait plus the job's time limit (floored at `slowdown_floor_s`): 1 - 1/(bounded slowdown so
-    far), which grows fastest for the jobs whose slowdown grows fastest."""
+    """Eligible wait over the age cap, in [0, 1]."""
     wait = max(0.0, now - job.eligible_at)
-    if config.aging == "slowdown":
-        scale = max(job.time_limit_s, config.slowdown_floor_s, 1.0)
-        return wait / (wait + scale)
     if config.age_cap_s <= 0:
         return 0.0
     return min(1.0, wait / config.age_cap_s)

@@ -100,24 +100,12 @@ def profile_for(config: PolicyConfig, name: str = "config") -> Profile:
         c.favor_small,
         c.size_horizon_s,
         c.user_share_weight,
-        c.aging,
-        c.slowdown_floor_s,
     )
     plugins: list[Plugin] = [
         PrioritySort(priority) if c.ordering == "priority" else FifoSort(FifoSortArgs(priority))
     ]
-    if c.protect_oldest > 0 or c.overdue_wait_s > 0:
-        plugins.append(
-            OldestFirst(
-                OldestFirstArgs(
-                    c.protect_oldest,
-                    c.overdue_wait_s,
-                    c.overdue_median_factor,
-                    c.overdue_max,
-                    c.requeue_stopped,
-                )
-            )
-        )
+    if c.protect_oldest > 0:
+        plugins.append(OldestFirst(OldestFirstArgs(c.protect_oldest, c.requeue_stopped)))
     behind = c.suspend_factor if c.preemption else 0.0
     plugins += [
         FirstAfterStop(FirstAfterStopArgs(behind, c.requeue_stopped)),
@@ -134,11 +122,7 @@ def profile_for(config: PolicyConfig, name: str = "config") -> Profile:
     ]
     if c.preemption:
         plugins.append(
-            Preempt(
-                PreemptArgs(
-                    c.suspend_factor, c.suspend_max, c.suspend_again_factor, c.suspend_wait_share
-                )
-            )
+            Preempt(PreemptArgs(c.suspend_factor, c.suspend_max, c.suspend_again_factor))
         )
     if c.migration:
         plugins.append(Migrate(MigrateArgs(c.migrate_min_gain_s)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import pytest
 
@@ -246,27 +245,3 @@ def test_only_a_job_that_waited_reserve_after_gets_the_reservation() -> None:
         1000.0,
     )
     assert [(r.job_id, r.start_time) for r in both.reservations] == [(1, 1000.0), (2, 6000.0)]
-
-
-def test_a_job_waiting_past_a_multiple_of_the_median_wait_takes_a_reservation() -> None:
-    # The wafer is full; two old long jobs wait behind four younger short ones that outrank them.
-    held, alloc = running(9, 0, 0, 10, 10, limit=20000.0)
-    old = [
-        job(1, 10, 10, submitted=0.0, limit=5000.0),
-        job(2, 10, 10, submitted=100.0, limit=5000.0),
-    ]
-    young = [job(i, 10, 10, submitted=9000.0 + 100 * i, limit=10.0) for i in range(3, 7)]
-    jobs = [held, *old, *young]
-    # (without suspension: the short jobs, waited 100x their limit, would stop job 9)
-    base = PolicyConfig(reserve_after_s=0.0, suspend_factor=0.0)
-    p = plan(snapshot(W10, jobs, {"w0": [alloc]}, config=base), 10000.0)
-    # default: the oldest reserves first, the top short job by priority takes the second
-    assert [r.job_id for r in p.reservations][:2] == [1, 3]
-    # dynamic aging: job 2 waited 9,900 s, more than 3x the median wait (600 s): it goes first too
-    aged = replace(base, overdue_median_factor=3.0)
-    p = plan(snapshot(W10, jobs, {"w0": [alloc]}, config=aged), 10000.0)
-    assert [r.job_id for r in p.reservations][:2] == [1, 2]
-    # bounded: with overdue_max 1 only the oldest is moved, as by default
-    one = replace(base, overdue_median_factor=3.0, overdue_max=1)
-    p = plan(snapshot(W10, jobs, {"w0": [alloc]}, config=one), 10000.0)
-    assert [r.job_id for r in p.reservations][:2] == [1, 3]

@@ -68,16 +68,6 @@ def test_a_job_suspended_once_is_suspended_again_only_for_one_far_behind() -> No
     assert _suspended(replace(snap, jobs=thrice)) == []
 
 
-def test_a_job_that_waited_long_is_not_suspended_for_a_shorter_wait() -> None:
-    snap = _blocked_short_job(2.0)
-    shared = replace(snap, config=replace(snap.config, suspend_wait_share=0.5))
-    # the victim waited 0 s, the preemptor 1,000 s: 0 + 10 <= 0.5 x 1,000
-    assert [p.job_id for p in plan(shared, 1000.0).preemptions] == [1]
-    # the victim had waited 900 s before it started: 900 + 10 > 500, so it keeps running
-    waited = tuple(replace(j, submitted_at=-900.0) if j.id == 1 else j for j in shared.jobs)
-    assert plan(replace(shared, jobs=waited), 1000.0).preemptions == []
-
-
 def _stopped_and_fresh(requeue: bool):
     """A 4x4 wafer held till 8,000 s; two whole-wafer jobs wait for it: job 2, eligible since
     0 s but stopped (suspended) at 5,000 s, and job 3, eligible since 1,000 s, never started."""

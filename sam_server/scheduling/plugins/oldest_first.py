@@ -21,19 +21,11 @@ from sam_server.scheduling.model import PolicyJob
 @dataclass(frozen=True)
 class OldestFirstArgs:
     """- protect_oldest: this many longest-waiting jobs of the top class go first.
-    - overdue_wait_s: every job of the top class that has waited this long also goes first
-      (oldest first); 0 = off.
-    - overdue_median_factor: dynamic aging: a job of the top class whose wait passes this
-      multiple of the median wait of its waiting peers (at least 3) also goes first, at most
-      `overdue_max` of them (so the mean does not pay for many); 0 = off.
     - requeue_stopped: a stopped (preempted) job's seniority counts from its stop, not from
       when it became eligible: it had its turn.
     """
 
     protect_oldest: int = 1
-    overdue_wait_s: float = 0.0
-    overdue_median_factor: float = 0.0
-    overdue_max: int = 2
     requeue_stopped: bool = True
 
 
@@ -45,7 +37,7 @@ class OldestFirst(WalkOrder):
     def first(self, state: CycleState, pending: list[PolicyJob]) -> list[PolicyJob]:
         args, now = self.args, state.now
         count = args.protect_oldest
-        if (count <= 0 and args.overdue_wait_s <= 0) or len(pending) < 2:
+        if count <= 0 or len(pending) < 2:
             return []
         top = max(CLASS_RANK.get(j.priority_class, 1) for j in pending)
         requeue = args.requeue_stopped
@@ -66,17 +58,4 @@ class OldestFirst(WalkOrder):
         if not peers:
             return []
         peers.sort(key=lambda j: (since(j), j.submitted_at, str(j.id)))
-        bound = args.overdue_wait_s
-        factor = args.overdue_median_factor
-        if factor > 0 and len(peers) >= 3:
-            # dynamic aging: overdue once the wait passes `factor` x the median wait of the peers
-            median = now - since(peers[len(peers) // 2])
-            dynamic = max(factor * median, reserve_after)
-            bound = min(bound, dynamic) if bound > 0 else dynamic
-        overdue = 0
-        if bound > 0:
-            while overdue < len(peers) and now - since(peers[overdue]) >= bound:
-                overdue += 1
-            if factor > 0:
-                overdue = min(overdue, args.overdue_max)
-        return peers[: max(count, overdue)]
+        return peers[:count]

@@ -35,15 +35,11 @@ class PreemptArgs:
       `suspend_again_factor`'s higher bar (and a drain stop never takes it); 0 = only
       `max_preemptions_per_job` bounds it.
     - suspend_again_factor: that higher bar, as a multiple of the usual one; 0 = never again.
-    - suspend_wait_share: a job is suspended only if its own wait before it started plus the
-      waiting job's time limit is at most this share of the waiting job's wait so far (a
-      suspension never makes a wait longer than one it relieves); 0 = off.
     """
 
     suspend_factor: float = 10.0
     suspend_max: int = 1
     suspend_again_factor: float = 10.0
-    suspend_wait_share: float = 0.0
 
     def rules(
         self, cycle: CycleArgs, drain_share: float = 0.0, drain_left_s: float = 0.0
@@ -55,7 +51,6 @@ class PreemptArgs:
             self.suspend_factor,
             self.suspend_max,
             self.suspend_again_factor,
-            self.suspend_wait_share,
             drain_share,
             drain_left_s,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from sam_server.scheduling.framework.points import PriorityOf, QueueSort
 from sam_server.scheduling.model import PolicyJob, PriorityWeights, Snapshot
@@ -27,13 +27,10 @@ class PriorityArgs:
 
     - weights: each factor's weight (class dominates, then fair share, age, size).
     - half_life_s: the decay of a tenant's recorded usage (fair share).
-    - age_cap_s: the wait at which the age factor reaches 1 ("linear" aging).
+    - age_cap_s: the wait at which the age factor reaches 1.
     - favor_small: the size factor favours short jobs, by time limit (True), or large PE counts.
     - size_horizon_s: a time limit this long or longer scores 0 on size.
     - user_share_weight: how much the user's share within the tenant moves the fair share.
-    - aging: "linear" (wait over `age_cap_s`) or "slowdown" (wait / (wait + time limit): a
-      short job ages fast, a long one slowly, none stops).
-    - slowdown_floor_s: the time limit below which "slowdown" aging treats jobs alike.
     """
 
     weights: PriorityWeights = field(default_factory=PriorityWeights)
@@ -42,8 +39,6 @@ class PriorityArgs:
     favor_small: bool = True
     size_horizon_s: float = 86400.0
     user_share_weight: float = 0.25
-    aging: Literal["linear", "slowdown"] = "linear"
-    slowdown_floor_s: float = 600.0
 
 
 def priorities(snapshot: Snapshot, now: float, args: PriorityArgs) -> PriorityOf:
