@@ -123,11 +123,9 @@ def _pool_divisor(
 ) -> Any:
     if override:
         return override
-    if include_pad and not any(p):
-        return k[0] * k[1]
     ones = np.ones((1, 1, *x.shape[-2:]), dtype=x.dtype)
     counts = windows(_pad_for(ones, k, s, p, (1, 1), out, 0), k, s, (1, 1), out).sum(axis=(-2, -1))
-    if include_pad:
+    if include_pad:  # padding counts, the overhang of a ceil_mode window past it does not
         h, w = x.shape[-2:]
         rows = np.minimum(np.arange(out[0]) * s[0] - p[0] + k[0], h + p[0]) - (
             np.arange(out[0]) * s[0] - p[0]
