@@ -1,7 +1,7 @@
 """The files of a project folder that `sam submit` sends (docs/projects.md).
 
-Every file under the folder, binary or text, except what `.samignore` and the built-in rules
-leave out (client.ignore). A symlink is followed when it leads inside the folder and refused
+Every file under the folder, binary or text, except what the `.samignore` files (one in any
+folder, as git's `.gitignore`) and the built-in rules leave out (client.ignore). A symlink is followed when it leads inside the folder and refused
 when it leads out; device files, FIFOs and sockets are refused, and so is a name the server
 could not take (a backslash, a newline, a NUL): each with a message naming the path and
 what to do.
@@ -80,7 +80,8 @@ def _walk(
             real = local.resolve()
             if real in visiting:
                 continue  # a symlink back up the tree: its files are sent once already
-            _walk(base, real, rel + "/", rules, found, visiting | {real})
+            inner = rules.below(real, rel + "/")
+            _walk(base, real, rel + "/", inner, found, visiting | {real})
         elif stat.S_ISREG(info.st_mode):
             found.append(ProjectFile(rel, local, info.st_size))
         else:

@@ -85,6 +85,64 @@ def test_a_project_is_every_file_but_the_ignored(tmp_path: Path) -> None:
     assert files["data/bin.dat"] == 256
 
 
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_nested_samignore_files_apply_below_their_folder_as_gitignore(tmp_path: Path) -> None:
+    root = _write(
+        tmp_path / "p",
+        {
+            ".samignore": "*.tmp\n!keep.tmp\nscratch/\n**/cache/\n",
+            "job.yaml": "",
+            "a.tmp": "",
+            "keep.tmp": "",
+            # data/.samignore: relative to data/, and it wins over the project's
+            "data/.samignore": "/raw/\n*.csv\n!big.csv\n!*.tmp\nkeep.tmp\n",
+            "data/raw/x.npy": "",  # anchored to data/: left out
+            "data/sub/raw/y.npy": "",  # not data/raw: sent
+            "data/rows.csv": "",
+            "data/big.csv": "",  # taken back in by data/.samignore
+            "data/sub/deep.csv": "",  # data/'s *.csv reaches below
+            "data/b.tmp": "",  # data/'s !*.tmp wins over the project's *.tmp
+            "data/keep.tmp": "",  # ... and data/'s later keep.tmp wins over its !*.tmp
+            "src/raw/z.npy": "",  # data/'s rules do not reach here
+            "src/c.tmp": "",
+            "src/cache/k.bin": "",  # **/cache/ from the top, a folder at any depth
+            "src/cache.txt": "",  # cache/ is folders only
+            "scratch/.samignore": "!*\n",  # a left-out folder is not read: nothing returns
+            "scratch/notes.txt": "",
+            "docs/.samignore": "# only a comment\n\n",
+            "docs/guide.md": "",
+        },
+    )
+    sent = [f.path for f in list_project(root)]
+    assert sent == [
+        ".samignore",
+        "data/.samignore",
+        "data/b.tmp",
+        "data/big.csv",
+        "data/sub/raw/y.npy",
+        "docs/.samignore",
+        "docs/guide.md",
+        "job.yaml",
+        "keep.tmp",
+        "src/cache.txt",
+        "src/raw/z.npy",
+    ]
+
+
+def test_a_nested_samignore_can_take_back_a_built_in_ignore(tmp_path: Path) -> None:
+    root = _write(
+        tmp_path / "p",
+        {"job.yaml": "", "vendor/.samignore": "!*.pyc\n", "vendor/m.pyc": "", "top.pyc": ""},
+    )
+    assert [f.path for f in list_project(root)] == ["job.yaml", "vendor/.samignore", "vendor/m.pyc"]
+
+
 def test_a_symlink_out_of_the_project_is_refused(tmp_path: Path) -> None:
     root = _tree(tmp_path / "p")
     (tmp_path / "secret.txt").write_text("key")
