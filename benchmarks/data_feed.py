@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import subprocess
 import sys
@@ -38,6 +39,7 @@ if str(ROOT) not in sys.path:
 
 SAM = str(Path(sys.executable).parent / "sam")
 FILE_MB = 128
+CPU_FIELDS = ("ru_utime", "ru_stime")
 JOB = """name: upload-bench
 model: {file: model.py, class: Net}
 data: {source: synthetic, task: classification, input_shape: [64], num_classes: 10, batch_size: 8}
@@ -101,13 +103,31 @@ def _start(data_dir: Path, admin: str) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("sam server did not start")
 
 
-def _timed(args: list[str], env: dict[str, str]) -> float:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _timed(args: list[str], env: dict[str, str], server: int, megabytes: int) -> float:
+    """Wall seconds of `sam ARGS`; prints them with the client's and the server's CPU seconds
+    per GiB of project (CPU time holds on a loaded machine, where wall time does not)."""
+    server_before = _cpu_s(server)
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     out = subprocess.run([SAM, *args], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(f"sam {' '.join(args)} failed: {out.stderr}")
-    print(f"sam {args[0]} {args[1]}: {elapsed:.2f} s; {out.stderr.strip()}", file=sys.stderr)
+    client = sum(getattr(client_after, f) - getattr(client_before, f) for f in CPU_FIELDS)
+    per_gib = 1024 / megabytes
+    print(
+        f"sam {args[0]} {args[1]}: {elapsed:.2f} s, CPU per GiB client {client * per_gib:.2f} s "
+        f"server {(_cpu_s(server) - server_before) * per_gib:.2f} s (load "
+        f"{os.getloadavg()[0]:.1f}); {out.stderr.strip()}",
+        file=sys.stderr,
+    )
     return elapsed
 
 
@@ -128,10 +148,16 @@ def measure(megabytes: int) -> dict[str, float]:
             _fill(project / "data", megabytes)
             (project / "job.yaml").write_text(JOB)
             (project / "model.py").write_text(MODEL)
-            upload_s = _timed(["submit", str(project / "job.yaml"), "--parsable"], env)
-            again_s = _timed(["submit", str(project / "job.yaml"), "--parsable"], env)
+            upload_s = _timed(
+                ["submit", str(project / "job.yaml"), "--parsable"], env, proc.pid, megabytes
+            )
+            again_s = _timed(
+                ["submit", str(project / "job.yaml"), "--parsable"], env, proc.pid, megabytes
+            )
             _fill(base / "dataset", megabytes)
-            put_s = _timed(["data", "put", "bench", str(base / "dataset")], env)
+            put_s = _timed(
+                ["data", "put", "bench", str(base / "dataset")], env, proc.pid, megabytes
+            )
         finally:
             proc.terminate()
             proc.wait(30)
