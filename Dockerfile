@@ -18,6 +18,10 @@ COPY sam_domain ./sam_domain
 COPY wse_sim ./wse_sim
 COPY compiler ./compiler
 COPY client ./client
+# `from sam import Runner` (docs/runner.md): the repository's `sam` is a link to client/sam, which
+# COPY would carry as a dangling link; the real folder goes where pyproject's packages.find looks.
+# The sandbox binds the installed client/sam read-only at /sam/sam (compiler/sandbox/launcher.py).
+COPY client/sam ./sam
 COPY migrations ./migrations
 ARG SAM_EXTRAS=postgres
 RUN pip install ".[${SAM_EXTRAS}]"

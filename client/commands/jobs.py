@@ -32,7 +32,7 @@ from client.sdk import TERMINAL_STATES
 
 KNOWN_JOB_FIELDS = (
     "id name tenant user state priority mode created_at started_at finished_at attempts "
-    "reason region progress error compile"
+    "reason region progress error compile entry"
 ).split()
 
 
@@ -61,7 +61,8 @@ def job_key_values(job: dict[str, Any]) -> list[tuple[str, Any]]:
     progress = job.get("progress") or {}
     error = job.get("error")
     compiled = job.get("compile")
-    return [
+    script = _entry_text(job.get("entry"))
+    pairs = [
         ("JobId", job.get("id")),
         ("Name", job.get("name")),
         ("Tenant", job.get("tenant")),
@@ -69,6 +70,7 @@ def job_key_values(job: dict[str, Any]) -> list[tuple[str, Any]]:
         ("State", f"{job.get('state')} ({state_code(job.get('state'))})"),
         ("Priority", job.get("priority")),
         ("Mode", job.get("mode")),
+        ("Script", script),
         ("Region", format_region(job.get("region"))),
         ("Progress", format_progress(progress)),
         ("Submitted", format_time(job.get("created_at"))),
@@ -80,6 +82,16 @@ def job_key_values(job: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Error", f"{error.get('kind')}: {error.get('message')}" if error else None),
         ("Compile", _compile_text(compiled) if compiled else None),
     ]
+    return [p for p in pairs if p[0] != "Script" or script]  # a runner job's only
+
+
+def _entry_text(entry: Any) -> str | None:
+    """A runner job's script as it runs: `train.py --lr 0.1` (args quoted as a shell would)."""
+    if not isinstance(entry, dict) or not entry.get("script"):
+        return None
+    import shlex
+
+    return shlex.join([str(entry["script"]), *(str(a) for a in entry.get("args") or [])])
 
 
 def _compile_text(compiled: dict[str, Any]) -> str:

@@ -65,6 +65,14 @@ class CompileInfo(BaseModel):
     seconds: float | None
 
 
+class EntryRead(BaseModel):
+    """A runner job's script and its arguments (docs/runner.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    script: str
+    args: list[str]
+
+
 class JobRead(BaseModel):
     """A job as every route answers it (`job_view` builds it; a test holds the two together)."""
 
@@ -92,6 +100,8 @@ class JobRead(BaseModel):
     array_task_id: int | None = None
     hold: Literal["user", "admin"] | None = None
     dependency: str | None = None
+    # A runner job's script and args (docs/runner.md); null for a model job, and in listings.
+    entry: EntryRead | None = None
 
 
 class ArrayInfo(BaseModel):
@@ -160,7 +170,7 @@ _PARTS: dict[str, tuple[type[BaseModel], dict[str, str]]] = {
 def _check_view_matches_model() -> None:
     """Fail at import when a JobRead field has no column and no builder below, or a part's
     model and its column map disagree."""
-    unbuilt = set(_FIELDS) - set(_SAME_NAME) - set(_PARTS) - {"tenant", "user"}
+    unbuilt = set(_FIELDS) - set(_SAME_NAME) - set(_PARTS) - {"tenant", "user", "entry"}
     wrong = [name for name, (model, cols) in _PARTS.items() if set(model.model_fields) != set(cols)]
     read = [*_SAME_NAME, *(c for _, columns in _PARTS.values() for c in columns.values())]
     missing = [c for c in read if c not in _COLUMNS]
@@ -208,4 +218,14 @@ def view_of(
         view["error"] = {"kind": column("error_kind"), "message": message}
     if column("compile_cache_hit") is not None:
         view["compile"] = {field: column(name) for field, name in _COMPILE.items()}
+    if not summary:  # listings do not read the spec column (VIEW_COLUMNS)
+        view["entry"] = entry_of(column("spec"))
     return view
+
+
+def entry_of(spec: Any) -> dict[str, Any] | None:
+    """`{script, args}` of a runner job's spec, else None."""
+    entry = spec.get("entry") if isinstance(spec, dict) else None
+    if not isinstance(entry, dict) or not entry.get("script"):
+        return None
+    return {"script": str(entry["script"]), "args": [str(a) for a in entry.get("args") or []]}

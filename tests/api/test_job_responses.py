@@ -128,3 +128,27 @@ def test_get_list_and_cancel_answers_match_the_model_in_every_shape(api, setting
 
     r = api.post(f"/api/v1/jobs/{queued}/cancel", headers=alice)
     assert r.status_code == 202 and strictly(JobRead, r.json()).state == "cancelled"
+
+
+def test_a_runner_jobs_script_and_args_are_its_own_field(api) -> None:  # type: ignore[no-untyped-def]
+    make_tenant(api, "acme")
+    alice = make_user(api, "acme", "alice")
+    runner_spec = {
+        "name": "train",
+        "entry": {"script": "train.py", "args": ["--epochs", "2"]},
+        "data": {"batch_size": 4},
+        "resources": {"region": {"rows": 4, "cols": 4}, "time_limit": "5m"},
+    }
+    r = submit(api, alice, runner_spec, files={"train.py": "from sam import Runner\n"})
+    assert r.status_code == 201, r.text
+    job = strictly(JobRead, r.json())
+    assert job.entry is not None and (job.entry.script, job.entry.args) == (
+        "train.py",
+        ["--epochs", "2"],
+    )
+    assert api.get(f"/api/v1/jobs/{job.id}", headers=alice).json() == r.json()
+    model_job = strictly(JobRead, submit(api, alice).json())
+    assert model_job.entry is None
+    # listings leave the spec unread: the field is there, null
+    items = strictly(JobPage, api.get("/api/v1/jobs", headers=alice).json()).items
+    assert [j.entry for j in items] == [None, None]

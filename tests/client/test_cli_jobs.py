@@ -205,3 +205,11 @@ def test_report_summarizes_heatmaps_and_json_keeps_them(run_sam, fake: FakeSam) 
         [0.5, 1.0],
         [0.0, 0.5],
     ]
+
+
+def test_status_names_a_runner_jobs_script_and_args(run_sam, fake: FakeSam) -> None:
+    fake.add_job(name="train.py", entry={"script": "src/train.py", "args": ["--lr", "0.1 x"]})
+    fake.add_job(entry=None)
+    shown = run_sam("status", "1").stdout
+    assert "Script:" in shown and "src/train.py --lr '0.1 x'" in shown
+    assert "Script:" not in run_sam("status", "2").stdout  # a model job has none
