@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +35,12 @@ def readers(live_server) -> Iterator[list[Reader]]:  # type: ignore[no-untyped-d
     opened: list[Reader] = []
     yield opened
     for reader in opened:
-        reader.close()
+        reader.hang_up()
+    deadline = time.monotonic() + 20  # one deadline for all of them, not 10 s each
+    for reader in opened:
+        reader.thread.join(max(0.0, deadline - time.monotonic()))
+        reader.client.close()
+    assert not any(reader.thread.is_alive() for reader in opened), "a stream did not end"
 
 
 class Reader:
@@ -44,14 +50,20 @@ class Reader:
         self.url, self.headers = url, headers | SSE
         self.events: list[tuple[str, Any, str | None]] = []
         self.client = httpx.Client(base_url=url, timeout=60)
+        self.socket: socket.socket | None = None
+        self.hung_up = False
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
         opened.append(self)
 
-    def close(self) -> None:
-        """Hang up (an open stream would hold the test server, and its poll, past the test)."""
-        self.client.close()
-        self.thread.join(10)
+    def hang_up(self) -> None:
+        """Shut the stream's socket, so that the reading thread's blocked read returns now.
+        Closing the client from this thread would leave that read blocked until the server's
+        next heartbeat (15 s)."""
+        self.hung_up = True
+        if self.socket is not None:
+            with contextlib.suppress(OSError):
+                self.socket.shutdown(socket.SHUT_RDWR)
 
     def _read(self) -> None:
         event, event_id = "message", None
@@ -59,6 +71,9 @@ class Reader:
             contextlib.suppress(httpx.HTTPError),
             self.client.stream("GET", "/api/v1/events", headers=self.headers) as r,
         ):
+            self.socket = r.extensions["network_stream"].get_extra_info("socket")
+            if self.hung_up:  # hung up while the request was on its way
+                return
             for line in r.iter_lines():
                 if line.startswith("id:"):
                     event_id = line.split(":", 1)[1].strip()
