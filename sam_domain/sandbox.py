@@ -15,3 +15,4 @@ class SandboxOptions:
     spawner: bool = True
     warm: bool = True
     max_frame_bytes: int = 256 * 1024**2
+    allow_shared_uid: bool = False

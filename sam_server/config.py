@@ -226,6 +226,9 @@ class SandboxSettings(Section):
     warm: bool = True
     # The largest array a make_batch may send, in bytes.
     max_frame_bytes: int = Field(default=256 * 1024**2, ge=1)
+    # A worker not running as root runs tenant code under its own uid only if this is true (the
+    # code could then signal, ptrace or read the worker; logged at start); false: it refuses it.
+    allow_shared_uid: bool = False
 
     def options(self) -> SandboxOptions:
         """These settings as the compiler's sandbox takes them."""

@@ -37,10 +37,42 @@ def _probe_sandbox() -> None:
 
     found = probe()
     log = logging.getLogger("sam.worker.sandbox")
-    if found["ok"]:
+    if found["ok"] and found["uid"] != "pool":
+        log.warning(
+            "tenant code sandbox ready, but SHARING THIS WORKER'S UID %d (sandbox.allow_shared_uid"
+            " is set): tenant code can signal, ptrace and read this worker; %s",
+            os.geteuid(),
+            found,
+        )
+    elif found["ok"]:
         log.info("tenant code sandbox ready: %s", found)
     else:
         log.error("tenant code sandbox UNAVAILABLE, tenant code will be refused: %s", found)
+
+
+def _require_sandbox() -> None:
+    """`sam up` and `sam demo` start nothing where the workers would refuse every job's tenant
+    code (no bubblewrap, a non-root user without sandbox.allow_shared_uid, ...): one line says
+    what is missing and what to do."""
+    import dataclasses
+
+    from compiler.sandbox import probe
+    from compiler.sandbox.options import configure
+    from sam_server.config import get_settings
+
+    options = get_settings().sandbox.options()
+    # Forked from this small process: no spawner helper left waiting beside the cluster.
+    configure(dataclasses.replace(options, spawner=False, warm=False))
+    try:
+        found = probe()
+    finally:
+        configure(options)
+    if not found["ok"]:
+        reason = found.get("reason") or f"the sandbox lacks {found['missing']}"
+        raise click.ClickException(
+            f"SAM cannot sandbox tenant code here, so every job would fail: {reason} "
+            "(docs/sandbox.md)"
+        )
 
 
 @click.group("worker")
@@ -191,6 +223,7 @@ def up(host: str, port: int) -> None:
     from sam_worker.supervisor import Cluster, PortInUse
 
     _logging()
+    _require_sandbox()
     settings = get_settings()
     cluster = Cluster(settings, host=host, port=port)
     try:
@@ -229,6 +262,7 @@ def demo(keep: bool, port: int) -> None:
     from sam_worker.supervisor import PortInUse
 
     _logging()
+    _require_sandbox()
     try:
         ok = run_demo(port=port, keep=keep)
     except PortInUse as exc:

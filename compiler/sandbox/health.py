@@ -34,7 +34,8 @@ def probe() -> dict[str, Any]:
         swept = sweep_unleased()
         seen = run_task("probe", {}, {}, _PROBE_LIMITS)
     except CompileError as exc:
-        return {"ok": False, "missing": exc.message, "bwrap": bwrap_version()}
+        reason = exc.details.get("missing", exc.message)
+        return {"ok": False, "missing": exc.message, "reason": reason, "bwrap": bwrap_version()}
     assert isinstance(seen, dict)
     own = {n: os.readlink(f"/proc/self/ns/{n}") for n in seen["namespaces"]}
     fresh = sorted(n for n, v in seen["namespaces"].items() if own.get(n) != v)

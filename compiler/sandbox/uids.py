@@ -2,7 +2,8 @@
 
 A uid serves one sandbox at a time: a flock per uid under /run/sam-sandbox/uids, shared by every
 worker on the machine, is held from the start of a task until its processes are dead. A uid that
-belongs to an account is never used, since its processes are swept.
+belongs to an account is never used, since its processes are swept. A worker that is not root
+has no pool: it refuses tenant code unless the operator set sandbox.allow_shared_uid.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def _lock_dir() -> Path:
 
 
 def lease_uid() -> tuple[int | None, IO[bytes] | None]:
-    """(uid, lock) of a free pool uid when running as root; (None, None) otherwise."""
+    """(uid, lock) of a free pool uid when running as root; (None, None) for a worker that is not
+    root and whose operator allowed sandboxes to share its uid; SandboxUnavailable otherwise."""
     if os.geteuid() != 0:
-        return None, None
+        if options.current().allow_shared_uid:
+            return None, None
+        raise SandboxUnavailable(shared_uid_refusal())
     capabilities = _capabilities()
     missing = [name for bit, name in _ROOT_CAPS.items() if not capabilities >> bit & 1]
     if missing:
@@ -62,6 +66,16 @@ def lease_uid() -> tuple[int | None, IO[bytes] | None]:
         return uid, handle
     raise SandboxUnavailable(
         f"all {len(_pool())} sandbox uids are busy; raise SAM_SANDBOX_UID_COUNT"
+    )
+
+
+def shared_uid_refusal() -> str:
+    """Why a worker that is not root refuses tenant code, and what the operator can do."""
+    return (
+        f"the worker runs as uid {os.geteuid()}, not root, so the sandbox cannot get a uid of its "
+        "own and tenant code would share the worker's (it could signal, ptrace or read the "
+        "worker); run SAM's workers (or `sam up`) as root, or accept that risk with "
+        "sandbox.allow_shared_uid (SAM_SANDBOX_ALLOW_SHARED_UID=1)"
     )
 
 
