@@ -178,3 +178,23 @@ def redis_url() -> str:
     except Exception as exc:  # noqa: BLE001
         service_missing("Redis", exc)
     return url
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For parallel runs (`make test`: pytest-xdist with --dist loadgroup): the tests that share
+    a module- or package-scoped fixture (a live cluster, a compiled artifact) are one group, run
+    on one worker, so that the fixture is still built once; every other test goes to whichever
+    worker is free."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        scopes = {
+            definitions[-1].scope
+            for name in (info.names_closure if info else ())
+            if (definitions := info.name2fixturedefs.get(name))
+        }
+        module = item.nodeid.split("::")[0]
+        if "package" in scopes:
+            item.add_marker(pytest.mark.xdist_group(module.rpartition("/")[0]))
+        elif scopes & {"module", "class"}:
+            item.add_marker(pytest.mark.xdist_group(module))
