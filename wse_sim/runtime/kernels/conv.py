@@ -11,16 +11,16 @@ an ordinary convolution plus a weight contraction over the same windows.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from wse_sim.runtime.kernels.matmul import round_fp16
-from wse_sim.runtime.kernels.registry import NodeContext, factory, simple
+from wse_sim.runtime.kernels.registry import Ints, KernelImpl, NodeContext, factory, simple
 
 
-def pair(v: Any) -> tuple[int, int]:
+def pair(v: Ints) -> tuple[int, int]:
     if isinstance(v, int):
         return (v, v)
     v = list(v)
@@ -61,7 +61,7 @@ class _ConvGeometry:
     """Strides, padding and output size of one convolution node (fixed at load)."""
 
     def __init__(
-        self, x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, groups: int
+        self, x: np.ndarray, w: np.ndarray, stride: Ints, padding: Ints, dilation: Ints, groups: int
     ) -> None:
         one_d = x.ndim == 3
         self.s = (1, pair(stride)[0]) if one_d else pair(stride)
@@ -126,18 +126,18 @@ def conv2d_backward(
 
 
 @factory("aten.convolution.default")
-def convolution(ctx: NodeContext) -> Any:
+def convolution(ctx: NodeContext) -> KernelImpl:
     """convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups)."""
 
     def impl(
-        x: Any,
-        w: Any,
-        bias: Any,
-        stride: Any,
-        padding: Any,
-        dilation: Any,
+        x: np.ndarray,
+        w: np.ndarray,
+        bias: np.ndarray | None,
+        stride: Ints,
+        padding: Ints,
+        dilation: Ints,
         transposed: bool,
-        output_padding: Any,
+        output_padding: Ints,
         groups: int,
     ) -> np.ndarray:
         x, w = np.asarray(x), np.asarray(w)
@@ -160,18 +160,18 @@ def convolution(ctx: NodeContext) -> Any:
 
 @simple("aten.convolution_backward.default")
 def convolution_backward(
-    grad: Any,
-    x: Any,
-    w: Any,
-    bias_sizes: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
+    grad: np.ndarray,
+    x: np.ndarray,
+    w: np.ndarray,
+    bias_sizes: Sequence[int] | None,
+    stride: Ints,
+    padding: Ints,
+    dilation: Ints,
     transposed: bool,
-    output_padding: Any,
+    output_padding: Ints,
     groups: int,
     output_mask: list[bool],
-) -> tuple[Any, Any, Any]:
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(grad_input, grad_weight, grad_bias) of `convolution` (None where output_mask is false)."""
     grad, x, w = np.asarray(grad), np.asarray(x), np.asarray(w)
     g2, one_d = _as_2d(grad)
@@ -189,7 +189,7 @@ def convolution_backward(
     return (grad_x if output_mask[0] else None), (grad_w if output_mask[1] else None), grad_b
 
 
-def _lift(v: Any, one_d: bool, unit: int) -> tuple[int, int]:
+def _lift(v: Ints, one_d: bool, unit: int) -> tuple[int, int]:
     """A 1-D convolution's stride/padding/dilation as the 2-D pair with a unit height."""
     return (unit, pair(v)[0]) if one_d else pair(v)
 
@@ -197,11 +197,11 @@ def _lift(v: Any, one_d: bool, unit: int) -> tuple[int, int]:
 def _transposed(
     x: np.ndarray,
     w: np.ndarray,
-    bias: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    output_padding: Any,
+    bias: np.ndarray | None,
+    stride: Ints,
+    padding: Ints,
+    dilation: Ints,
+    output_padding: Ints,
     groups: int,
 ) -> np.ndarray:
     """A transposed convolution (1-D runs as 2-D with a unit height), plus its bias."""
@@ -221,7 +221,7 @@ def _transposed(
 
 
 def transposed_output_hw(
-    x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, output_padding: Any
+    x: np.ndarray, w: np.ndarray, stride: Ints, padding: Ints, dilation: Ints, output_padding: Ints
 ) -> tuple[int, int]:
     """(H, W) of a transposed convolution's output: (in - 1) * s - 2p + d * (k - 1) + op + 1."""
     s, p, d, op = pair(stride), pair(padding), pair(dilation), pair(output_padding)
@@ -234,10 +234,10 @@ def transposed_output_hw(
 def conv_transpose2d(
     x: np.ndarray,
     w: np.ndarray,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    out_pad: Any,
+    stride: Ints,
+    padding: Ints,
+    dilation: Ints,
+    out_pad: Ints,
     groups: int,
 ) -> np.ndarray:
     """x [N, Cin, H, W] with w [Cin, Cout/g, kh, kw] -> [N, Cout, OH, OW] (no bias)."""
@@ -275,9 +275,9 @@ def conv_transpose2d_backward(
     grad: np.ndarray,
     x: np.ndarray,
     w: np.ndarray,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
+    stride: Ints,
+    padding: Ints,
+    dilation: Ints,
     groups: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(grad_input, grad_weight) of conv_transpose2d for output grad `grad` [N, Cout, OH, OW]."""

@@ -10,11 +10,11 @@ nearest's floor, align_corners).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import numpy_dtype, simple
+from wse_sim.runtime.kernels.registry import IrDtype, numpy_dtype, simple
 
 
 def _scale(size_in: int, size_out: int, align_corners: bool, scale: float | None) -> np.float32:
@@ -51,7 +51,7 @@ def linear_matrix(
     return matrix
 
 
-def _apply_back(grad: Any, rows: np.ndarray, cols: np.ndarray | None) -> np.ndarray:
+def _apply_back(grad: np.ndarray, rows: np.ndarray, cols: np.ndarray | None) -> np.ndarray:
     """grad (..., out_h, out_w) -> (..., in_h, in_w) through the transposed axis matrices."""
     g = np.asarray(grad, dtype=np.float32)
     if cols is None:  # 1-D: the last axis only
@@ -61,7 +61,11 @@ def _apply_back(grad: Any, rows: np.ndarray, cols: np.ndarray | None) -> np.ndar
 
 @simple("aten.upsample_nearest2d_backward.default")
 def upsample_nearest2d_backward(
-    grad: Any, output_size: Any, input_size: Any, scales_h: Any = None, scales_w: Any = None
+    grad: np.ndarray,
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    scales_h: float | None = None,
+    scales_w: float | None = None,
 ) -> np.ndarray:
     """Each input pixel gets the sum of the gradients of the output pixels that copied it."""
     (oh, ow), (ih, iw) = output_size, input_size[-2:]
@@ -70,7 +74,10 @@ def upsample_nearest2d_backward(
 
 @simple("aten.upsample_nearest1d_backward.default")
 def upsample_nearest1d_backward(
-    grad: Any, output_size: Any, input_size: Any, scales: Any = None
+    grad: np.ndarray,
+    output_size: Sequence[int],
+    input_size: Sequence[int],
+    scales: float | None = None,
 ) -> np.ndarray:
     """upsample_nearest2d_backward along the last axis only."""
     return _apply_back(grad, nearest_matrix(input_size[-1], output_size[0], scales), None)
@@ -78,12 +85,12 @@ def upsample_nearest1d_backward(
 
 @simple("aten.upsample_bilinear2d_backward.default")
 def upsample_bilinear2d_backward(
-    grad: Any,
-    output_size: Any,
-    input_size: Any,
+    grad: np.ndarray,
+    output_size: Sequence[int],
+    input_size: Sequence[int],
     align_corners: bool,
-    scales_h: Any = None,
-    scales_w: Any = None,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
 ) -> np.ndarray:
     """The transposed interpolation: each output gradient goes to its four source pixels."""
     (oh, ow), (ih, iw) = output_size, input_size[-2:]
@@ -100,7 +107,9 @@ def _replicate_matrix(size_in: int, before: int, after: int) -> np.ndarray:
 
 
 @simple("aten.replication_pad2d_backward.default")
-def replication_pad2d_backward(grad: Any, x: Any, padding: Any) -> np.ndarray:
+def replication_pad2d_backward(
+    grad: np.ndarray, x: np.ndarray, padding: Sequence[int]
+) -> np.ndarray:
     """Edge pixels collect the gradients of their replicas; padding = [left, right, top, bottom]."""
     left, right, top, bottom = padding
     h, w = np.shape(x)[-2:]
@@ -109,7 +118,7 @@ def replication_pad2d_backward(grad: Any, x: Any, padding: Any) -> np.ndarray:
 
 
 @simple("aten.cumprod.default")
-def cumprod(x: Any, dim: int, dtype: Any = None) -> np.ndarray:
+def cumprod(x: np.ndarray, dim: int, dtype: IrDtype = None) -> np.ndarray:
     """Running product along `dim` (a row scan, like cumsum); integers multiply in int64."""
     x = np.asarray(x)
     default = np.int64 if x.dtype.kind in "biu" else x.dtype
@@ -117,7 +126,9 @@ def cumprod(x: Any, dim: int, dtype: Any = None) -> np.ndarray:
 
 
 @simple("aten.diagonal_scatter.default")
-def diagonal_scatter(x: Any, src: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+def diagonal_scatter(
+    x: np.ndarray, src: np.ndarray, offset: int = 0, dim1: int = 0, dim2: int = 1
+) -> np.ndarray:
     """A copy of x with its (offset, dim1, dim2) diagonal replaced by src (diagonal's backward)."""
     out = np.array(x, copy=True)
     moved = np.moveaxis(out, (dim1, dim2), (-2, -1))  # a view: writes land in out
@@ -129,6 +140,6 @@ def diagonal_scatter(x: Any, src: Any, offset: int = 0, dim1: int = 0, dim2: int
 
 
 @simple("aten.round.decimals")
-def round_decimals(x: Any, decimals: int = 0) -> Any:
+def round_decimals(x: np.ndarray, decimals: int = 0) -> np.ndarray:
     """x rounded half-to-even at 10**-decimals (torch scales, rounds and scales back)."""
     return np.round(x, decimals)

@@ -8,11 +8,11 @@ mul/add/sqrt/div/lerp/addcmul/addcdiv), so they run here.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import simple
+from wse_sim.runtime.kernels.registry import Operand, Scalar, simple
 
 _SQRT_HALF = np.float32(0.7071067811865476)
 _SQRT_2_OVER_PI = np.float32(0.7978845608028654)
@@ -31,37 +31,37 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 @simple("aten.add.Tensor", "aten.add.Scalar")
-def add(a: Any, b: Any, alpha: Any = 1) -> Any:
+def add(a: np.ndarray, b: Operand, alpha: Scalar = 1) -> np.ndarray:
     """a + alpha * b."""
     return a + b if alpha == 1 else a + alpha * b
 
 
 @simple("aten.sub.Tensor", "aten.sub.Scalar")
-def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
+def sub(a: np.ndarray, b: Operand, alpha: Scalar = 1) -> np.ndarray:
     """a - alpha * b."""
     return a - b if alpha == 1 else a - alpha * b
 
 
 @simple("aten.rsub.Scalar", "aten.rsub.Tensor")
-def rsub(a: Any, b: Any, alpha: Any = 1) -> Any:
+def rsub(a: np.ndarray, b: Operand, alpha: Scalar = 1) -> np.ndarray:
     """b - alpha * a."""
     return b - a if alpha == 1 else b - alpha * a
 
 
 @simple("aten.mul.Tensor", "aten.mul.Scalar")
-def mul(a: Any, b: Any) -> Any:
+def mul(a: np.ndarray, b: Operand) -> np.ndarray:
     """a * b."""
     return np.multiply(a, b)
 
 
 @simple("aten.div.Tensor", "aten.div.Scalar")
-def div(a: Any, b: Any) -> Any:
+def div(a: np.ndarray, b: Operand) -> np.ndarray:
     """a / b (true division)."""
     return np.true_divide(a, b)
 
 
 @simple("aten.div.Tensor_mode", "aten.div.Scalar_mode")
-def div_mode(a: Any, b: Any, rounding_mode: str | None = None) -> Any:
+def div_mode(a: np.ndarray, b: Operand, rounding_mode: str | None = None) -> np.ndarray:
     """a / b rounded toward zero ("trunc"), down ("floor") or not at all."""
     q = np.true_divide(a, b)
     if rounding_mode == "trunc":
@@ -72,7 +72,7 @@ def div_mode(a: Any, b: Any, rounding_mode: str | None = None) -> Any:
 
 
 @simple("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")
-def power(a: Any, b: Any) -> Any:
+def power(a: Operand, b: Operand) -> np.ndarray:
     """a ** b (a square is a multiply, as torch does)."""
     if isinstance(b, int | float) and b == 2:
         return np.multiply(a, a)
@@ -82,13 +82,13 @@ def power(a: Any, b: Any) -> Any:
 
 
 @simple("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")
-def where(cond: Any, a: Any, b: Any) -> Any:
+def where(cond: np.ndarray, a: Operand, b: Operand) -> np.ndarray:
     """cond ? a : b."""
     return np.where(cond, a, b)
 
 
 @simple("aten.clamp.default", "aten.clamp.Tensor")
-def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - ATen's names
+def clamp(x: np.ndarray, min: Operand | None = None, max: Operand | None = None) -> np.ndarray:  # noqa: A002 - ATen's names
     """x limited to [min, max] (either bound optional)."""
     if min is not None:
         x = np.maximum(x, min)
@@ -98,19 +98,19 @@ def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - ATen
 
 
 @simple("aten.clamp_min.default", "aten.clamp_min.Tensor")
-def clamp_min(x: Any, m: Any) -> Any:
+def clamp_min(x: np.ndarray, m: Operand) -> np.ndarray:
     """max(x, m)."""
     return np.maximum(x, m)
 
 
 @simple("aten.clamp_max.default", "aten.clamp_max.Tensor")
-def clamp_max(x: Any, m: Any) -> Any:
+def clamp_max(x: np.ndarray, m: Operand) -> np.ndarray:
     """min(x, m)."""
     return np.minimum(x, m)
 
 
 @simple("aten.lerp.Scalar", "aten.lerp.Tensor")
-def lerp(a: Any, b: Any, weight: Any) -> Any:
+def lerp(a: np.ndarray, b: Operand, weight: Operand) -> np.ndarray:
     """a + weight * (b - a), with torch's two-sided formula for weight >= 0.5."""
     w = np.asarray(weight)
     if w.ndim == 0 and float(w) < 0.5:
@@ -121,22 +121,22 @@ def lerp(a: Any, b: Any, weight: Any) -> Any:
 
 
 @simple("aten.addcmul.default")
-def addcmul(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
+def addcmul(x: np.ndarray, t1: np.ndarray, t2: np.ndarray, value: Scalar = 1) -> np.ndarray:
     """x + value * t1 * t2."""
     return x + value * (t1 * t2) if value != 1 else x + t1 * t2
 
 
 @simple("aten.addcdiv.default")
-def addcdiv(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
+def addcdiv(x: np.ndarray, t1: np.ndarray, t2: np.ndarray, value: Scalar = 1) -> np.ndarray:
     """x + value * t1 / t2."""
     return x + value * (t1 / t2) if value != 1 else x + t1 / t2
 
 
-def _unary(targets: tuple[str, ...], fn: Any) -> None:
+def _unary(targets: tuple[str, ...], fn: Callable[[np.ndarray], object]) -> None:
     simple(*targets)(lambda x, *_, **__: fn(x))
 
 
-for _targets, _fn in {
+_UNARY: dict[tuple[str, ...], Callable[[np.ndarray], object]] = {
     ("aten.neg.default",): np.negative,
     ("aten.exp.default",): np.exp,
     ("aten.exp2.default",): np.exp2,
@@ -176,9 +176,11 @@ for _targets, _fn in {
         np.logical_not(x) if np.asarray(x).dtype == np.bool_ else np.invert(x)
     ),
     ("aten.square.default",): lambda x: x * x,
-}.items():
-    _unary(_targets, _fn)
+}
+for _targets, _op in _UNARY.items():
+    _unary(_targets, _op)
 
+_fn: np.ufunc
 for _name, _fn in {
     "eq": np.equal,
     "ne": np.not_equal,
@@ -208,7 +210,7 @@ for _name, _fn in {
 
 
 @simple("aten.gelu.default")
-def gelu(x: Any, approximate: str = "none") -> Any:
+def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """GELU, exact (erf) or tanh-approximated."""
     if approximate == "tanh":
         return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
@@ -216,7 +218,7 @@ def gelu(x: Any, approximate: str = "none") -> Any:
 
 
 @simple("aten.gelu_backward.default")
-def gelu_backward(grad: Any, x: Any, approximate: str = "none") -> Any:
+def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """d gelu(x) / dx * grad."""
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
@@ -229,57 +231,59 @@ def gelu_backward(grad: Any, x: Any, approximate: str = "none") -> Any:
 
 
 @simple("aten.threshold_backward.default")
-def threshold_backward(grad: Any, x: Any, threshold: Any) -> Any:
+def threshold_backward(grad: np.ndarray, x: np.ndarray, threshold: Scalar) -> np.ndarray:
     """grad where x > threshold, else 0 (relu's backward)."""
     return np.where(x <= threshold, np.zeros((), dtype=np.asarray(grad).dtype), grad)
 
 
 @simple("aten.sigmoid_backward.default")
-def sigmoid_backward(grad: Any, out: Any) -> Any:
+def sigmoid_backward(grad: np.ndarray, out: np.ndarray) -> np.ndarray:
     """grad * y * (1 - y) with y = sigmoid(x)."""
     return grad * (1 - out) * out
 
 
 @simple("aten.tanh_backward.default")
-def tanh_backward(grad: Any, out: Any) -> Any:
+def tanh_backward(grad: np.ndarray, out: np.ndarray) -> np.ndarray:
     """grad * (1 - y^2) with y = tanh(x)."""
     return grad * (1 - out * out)
 
 
 @simple("aten.silu.default")
-def silu(x: Any) -> Any:
+def silu(x: np.ndarray) -> np.ndarray:
     """x * sigmoid(x)."""
     return x / (1 + np.exp(-x))
 
 
 @simple("aten.silu_backward.default")
-def silu_backward(grad: Any, x: Any) -> Any:
+def silu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
     """grad * sigmoid(x) * (1 + x * (1 - sigmoid(x)))."""
     s = 1 / (1 + np.exp(-x))
     return grad * s * (1 + x * (1 - s))
 
 
 @simple("aten.leaky_relu.default")
-def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+def leaky_relu(x: np.ndarray, negative_slope: float = 0.01) -> np.ndarray:
     """x if x > 0 else slope * x."""
     return np.where(x > 0, x, x * negative_slope)
 
 
 @simple("aten.leaky_relu_backward.default")
 def leaky_relu_backward(
-    grad: Any, x: Any, negative_slope: float, self_is_result: bool = False
-) -> Any:
+    grad: np.ndarray, x: np.ndarray, negative_slope: float, self_is_result: bool = False
+) -> np.ndarray:
     """grad if x > 0 else slope * grad."""
     return np.where(x > 0, grad, grad * negative_slope)
 
 
 @simple("aten.hardtanh.default")
-def hardtanh(x: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:
+def hardtanh(x: np.ndarray, min_val: float = -1.0, max_val: float = 1.0) -> np.ndarray:
     """x clipped to [min_val, max_val]."""
     return np.clip(x, min_val, max_val)
 
 
 @simple("aten.hardtanh_backward.default")
-def hardtanh_backward(grad: Any, x: Any, min_val: float, max_val: float) -> Any:
+def hardtanh_backward(
+    grad: np.ndarray, x: np.ndarray, min_val: float, max_val: float
+) -> np.ndarray:
     """grad inside (min_val, max_val), 0 outside."""
     return np.where((x <= min_val) | (x >= max_val), 0, grad)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import simple
+from wse_sim.runtime.kernels.registry import Operand, simple
 
 
 def _along(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
@@ -17,7 +15,7 @@ def _along(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
 
 
 @simple("aten.gather.default")
-def gather(x: Any, dim: int, index: Any, sparse_grad: bool = False) -> np.ndarray:
+def gather(x: np.ndarray, dim: int, index: np.ndarray, sparse_grad: bool = False) -> np.ndarray:
     """out[i][j] = x[i][index[i][j]] along `dim` (a 0-d x or an empty index as in torch)."""
     x, index = np.asarray(x), np.asarray(index)
     if index.size == 0:
@@ -28,7 +26,7 @@ def gather(x: Any, dim: int, index: Any, sparse_grad: bool = False) -> np.ndarra
 
 
 @simple("aten.scatter.value", "aten.scatter.src")
-def scatter(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
+def scatter(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
     """A copy of x with out[index along dim] = src (a scalar or a tensor)."""
     out = np.array(x, copy=True)
     index = np.asarray(index)
@@ -42,7 +40,7 @@ def scatter(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
 
 
 @simple("aten.scatter_add.default")
-def scatter_add(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
+def scatter_add(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
     """A copy of x with src added at index along dim (repeated indices accumulate)."""
     out = np.array(x, copy=True)
     index = np.asarray(index)
@@ -56,7 +54,7 @@ def scatter_add(x: Any, dim: int, index: Any, src: Any) -> np.ndarray:
 
 
 @simple("aten.index_select.default")
-def index_select(x: Any, dim: int, index: Any) -> np.ndarray:
+def index_select(x: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
     """x's slices at `index` along `dim` (a 0-d x stays 0-d, as in torch)."""
     if np.ndim(x) == 0:
         return np.array(x, copy=True)
@@ -64,31 +62,33 @@ def index_select(x: Any, dim: int, index: Any) -> np.ndarray:
     return out
 
 
-def _index_tuple(indices: list[Any]) -> tuple[Any, ...]:
+def _index_tuple(indices: list[np.ndarray | None]) -> tuple[np.ndarray | slice, ...]:
     return tuple(slice(None) if i is None else np.asarray(i) for i in indices)
 
 
 @simple("aten.index.Tensor")
-def index(x: Any, indices: list[Any]) -> np.ndarray:
+def index(x: np.ndarray, indices: list[np.ndarray | None]) -> np.ndarray:
     """x[indices] with torch/numpy advanced-indexing semantics (None keeps an axis)."""
     out: np.ndarray = np.asarray(x)[_index_tuple(indices)]
     return out
 
 
 @simple("aten.index_put.default", "aten._unsafe_index_put.default")
-def index_put(x: Any, indices: list[Any], values: Any, accumulate: bool = False) -> np.ndarray:
+def index_put(
+    x: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool = False
+) -> np.ndarray:
     """A copy of x with x[indices] = values (or += with accumulate)."""
     out = np.array(x, copy=True)
     where = _index_tuple(indices)
     if accumulate:
-        np.add.at(out, where, values)
+        np.add.at(out, where, values)  # type: ignore[arg-type]  # numpy's stubs: no tuple index
     else:
         out[where] = values
     return out
 
 
 @simple("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
-def masked_fill(x: Any, mask: Any, value: Any) -> np.ndarray:
+def masked_fill(x: np.ndarray, mask: np.ndarray, value: Operand) -> np.ndarray:
     """x with `value` where mask is true."""
     x = np.asarray(x)
     return np.where(mask, np.asarray(value, dtype=x.dtype), x)
@@ -96,7 +96,12 @@ def masked_fill(x: Any, mask: Any, value: Any) -> np.ndarray:
 
 @simple("aten.slice_scatter.default")
 def slice_scatter(
-    x: Any, src: Any, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+    x: np.ndarray,
+    src: np.ndarray,
+    dim: int = 0,
+    start: int | None = None,
+    end: int | None = None,
+    step: int = 1,
 ) -> np.ndarray:
     """A copy of x with x[start:end:step] along dim replaced by src."""
     out = np.array(x, copy=True)
@@ -107,10 +112,10 @@ def slice_scatter(
 
 
 @simple("aten.select_scatter.default")
-def select_scatter(x: Any, src: Any, dim: int, index: int) -> np.ndarray:
+def select_scatter(x: np.ndarray, src: np.ndarray, dim: int, index: int) -> np.ndarray:
     """A copy of x with x[index] along dim replaced by src."""
     out = np.array(x, copy=True)
-    where: list[Any] = [slice(None)] * out.ndim
+    where: list[slice | int] = [slice(None)] * out.ndim
     where[dim % out.ndim] = index
     out[tuple(where)] = src
     return out

@@ -15,11 +15,11 @@ accumulates in fp32), which is what the wafer's mixed-precision datapath does.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import NodeContext, factory
+from wse_sim.runtime.kernels.registry import KernelImpl, NodeContext, Scalar, factory
 
 # Each SUMMA step is one accumulated matmul on the host. Past this many steps the host cost grows
 # with the rectangle's width while the rounding it models stops changing, so wider rectangles
@@ -59,8 +59,8 @@ def _panels(ctx: NodeContext, k: int) -> int:
     return min(summa_steps(k, ctx.rect[3]), MAX_NUMERIC_PANELS)
 
 
-def _matmul_impl(ctx: NodeContext) -> Any:
-    def product(a: Any, b: Any) -> np.ndarray:
+def _matmul_impl(ctx: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.asarray(a), np.asarray(b)
         if ctx.fp16:
             return round_fp16(panel_matmul(round_fp16(a), round_fp16(b), _panels(ctx, a.shape[-1])))
@@ -70,17 +70,19 @@ def _matmul_impl(ctx: NodeContext) -> Any:
 
 
 @factory("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
-def mm(ctx: NodeContext) -> Any:
+def mm(ctx: NodeContext) -> KernelImpl:
     """a @ b: [M, K] @ [K, N] -> [M, N] (bmm: [B, M, K] @ [B, K, N] -> [B, M, N])."""
     return _matmul_impl(ctx)
 
 
 @factory("aten.addmm.default", "aten.baddbmm.default")
-def addmm(ctx: NodeContext) -> Any:
+def addmm(ctx: NodeContext) -> KernelImpl:
     """beta * bias + alpha * (a @ b); bias broadcasts over rows. Shapes as `mm`."""
     product = _matmul_impl(ctx)
 
-    def impl(bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> np.ndarray:
+    def impl(
+        bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: Scalar = 1, alpha: Scalar = 1
+    ) -> np.ndarray:
         out = product(a, b)
         if alpha != 1:
             out = out * alpha

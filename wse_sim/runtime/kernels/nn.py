@@ -8,11 +8,9 @@ be reproduced, so dropout > 0 does not match PyTorch bit for bit (built-ins use 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import NodeContext, factory, simple
+from wse_sim.runtime.kernels.registry import IrDtype, KernelImpl, NodeContext, factory, simple
 
 
 def _stable_exp(x: np.ndarray, dim: int) -> np.ndarray:
@@ -21,7 +19,7 @@ def _stable_exp(x: np.ndarray, dim: int) -> np.ndarray:
 
 
 @simple("aten._softmax.default", "aten.softmax.int")
-def softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
+def softmax(x: np.ndarray, dim: int, half_to_float: bool = False) -> np.ndarray:
     """exp(x) / sum(exp(x)) along `dim`."""
     if np.size(x) == 0:
         return np.asarray(x).copy()
@@ -33,7 +31,7 @@ def softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
 
 
 @simple("aten._log_softmax.default", "aten.log_softmax.int")
-def log_softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
+def log_softmax(x: np.ndarray, dim: int, half_to_float: bool = False) -> np.ndarray:
     """x - logsumexp(x) along `dim`."""
     x = np.asarray(x)
     if x.size == 0:
@@ -46,7 +44,9 @@ def log_softmax(x: Any, dim: int, half_to_float: Any = False) -> np.ndarray:
 
 
 @simple("aten._softmax_backward_data.default")
-def softmax_backward(grad: Any, out: Any, dim: int, input_dtype: Any = None) -> np.ndarray:
+def softmax_backward(
+    grad: np.ndarray, out: np.ndarray, dim: int, input_dtype: IrDtype = None
+) -> np.ndarray:
     """y * (g - sum(g * y)) with y = softmax(x)."""
     gy = grad * out
     gx: np.ndarray = gy - out * np.sum(gy, axis=dim, keepdims=True)
@@ -54,7 +54,9 @@ def softmax_backward(grad: Any, out: Any, dim: int, input_dtype: Any = None) -> 
 
 
 @simple("aten._log_softmax_backward_data.default")
-def log_softmax_backward(grad: Any, out: Any, dim: int, input_dtype: Any = None) -> np.ndarray:
+def log_softmax_backward(
+    grad: np.ndarray, out: np.ndarray, dim: int, input_dtype: IrDtype = None
+) -> np.ndarray:
     """g - exp(y) * sum(g) with y = log_softmax(x)."""
     gx: np.ndarray = grad - np.exp(out) * np.sum(grad, axis=dim, keepdims=True)
     return gx
@@ -66,8 +68,12 @@ def _norm_axes(x: np.ndarray, normalized_shape: list[int]) -> tuple[int, ...]:
 
 @simple("aten.native_layer_norm.default")
 def layer_norm(
-    x: Any, normalized_shape: list[int], weight: Any, bias: Any, eps: float
-) -> tuple[Any, Any, Any]:
+    x: np.ndarray,
+    normalized_shape: list[int],
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    eps: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(y, mean, rstd): y = (x - mean) * rstd * weight + bias over the trailing axes."""
     x = np.asarray(x)
     axes = _norm_axes(x, normalized_shape)
@@ -84,15 +90,15 @@ def layer_norm(
 
 @simple("aten.native_layer_norm_backward.default")
 def layer_norm_backward(
-    grad: Any,
-    x: Any,
+    grad: np.ndarray,
+    x: np.ndarray,
     normalized_shape: list[int],
-    mu: Any,
-    rstd: Any,
-    weight: Any,
-    bias: Any,
+    mu: np.ndarray,
+    rstd: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
     output_mask: list[bool],
-) -> tuple[Any, Any, Any]:
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(grad_x, grad_weight, grad_bias) of native_layer_norm (None where output_mask is false)."""
     x = np.asarray(x)
     axes = _norm_axes(x, normalized_shape)
@@ -111,8 +117,8 @@ def layer_norm_backward(
 
 @simple("aten.embedding.default")
 def embedding(
-    weight: Any,
-    indices: Any,
+    weight: np.ndarray,
+    indices: np.ndarray,
     padding_idx: int = -1,
     scale_grad_by_freq: bool = False,
     sparse: bool = False,
@@ -124,7 +130,11 @@ def embedding(
 
 @simple("aten.embedding_dense_backward.default")
 def embedding_backward(
-    grad: Any, indices: Any, num_weights: int, padding_idx: int, scale_grad_by_freq: bool
+    grad: np.ndarray,
+    indices: np.ndarray,
+    num_weights: int,
+    padding_idx: int,
+    scale_grad_by_freq: bool,
 ) -> np.ndarray:
     """[num_weights, dim]: grad rows summed into the rows their indices name."""
     grad = np.asarray(grad)
@@ -140,7 +150,9 @@ def embedding_backward(
     return out
 
 
-def _nll_weights(target: np.ndarray, weight: Any, ignore_index: int, dtype: Any) -> np.ndarray:
+def _nll_weights(
+    target: np.ndarray, weight: np.ndarray | None, ignore_index: int, dtype: np.dtype
+) -> np.ndarray:
     safe = np.where(target == ignore_index, 0, target)
     w = np.ones_like(safe, dtype=dtype) if weight is None else np.asarray(weight)[safe]
     return np.where(target == ignore_index, np.zeros((), dtype), w).astype(dtype, copy=False)
@@ -148,8 +160,8 @@ def _nll_weights(target: np.ndarray, weight: Any, ignore_index: int, dtype: Any)
 
 @simple("aten.nll_loss_forward.default")
 def nll_loss_forward(
-    x: Any, target: Any, weight: Any, reduction: int, ignore_index: int
-) -> tuple[Any, Any]:
+    x: np.ndarray, target: np.ndarray, weight: np.ndarray | None, reduction: int, ignore_index: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(loss, total_weight) of the negative log-likelihood; reduction 0 none, 1 mean, 2 sum."""
     x, target = np.asarray(x), np.asarray(target)
     w = _nll_weights(target, weight, ignore_index, x.dtype)
@@ -166,13 +178,13 @@ def nll_loss_forward(
 
 @simple("aten.nll_loss_backward.default")
 def nll_loss_backward(
-    grad: Any,
-    x: Any,
-    target: Any,
-    weight: Any,
+    grad: np.ndarray,
+    x: np.ndarray,
+    target: np.ndarray,
+    weight: np.ndarray | None,
     reduction: int,
     ignore_index: int,
-    total_weight: Any,
+    total_weight: np.ndarray,
 ) -> np.ndarray:
     """d nll_loss / d x, shaped like x."""
     x, target = np.asarray(x), np.asarray(target)
@@ -190,7 +202,7 @@ def nll_loss_backward(
 
 
 @simple("aten.mse_loss.default")
-def mse_loss(x: Any, y: Any, reduction: int = 1) -> Any:
+def mse_loss(x: np.ndarray, y: np.ndarray, reduction: int = 1) -> np.ndarray:
     """Mean (1), sum (2) or elementwise (0) squared error."""
     d = np.asarray(x) - y
     sq = d * d
@@ -198,7 +210,9 @@ def mse_loss(x: Any, y: Any, reduction: int = 1) -> Any:
 
 
 @simple("aten.mse_loss_backward.default")
-def mse_loss_backward(grad: Any, x: Any, y: Any, reduction: int = 1) -> Any:
+def mse_loss_backward(
+    grad: np.ndarray, x: np.ndarray, y: np.ndarray, reduction: int = 1
+) -> np.ndarray:
     """d mse_loss / d x."""
     d = np.asarray(x) - y
     scale = 2 / d.size if reduction == 1 else 2
@@ -225,10 +239,10 @@ def counter_uniform(seed: int, stream: int, step: int, shape: tuple[int, ...]) -
 
 
 @factory("aten.native_dropout.default")
-def native_dropout(ctx: NodeContext) -> Any:
+def native_dropout(ctx: NodeContext) -> KernelImpl:
     """(x * mask / (1 - p), mask) with the runtime's counter RNG, keyed by this node and the step."""
 
-    def impl(x: Any, p: float, train: bool | None = True) -> tuple[Any, Any]:
+    def impl(x: np.ndarray, p: float, train: bool | None = True) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(x)
         if not train or p == 0:
             return x, np.ones(x.shape, dtype=np.bool_)
@@ -239,10 +253,10 @@ def native_dropout(ctx: NodeContext) -> Any:
 
 
 @factory("aten.bernoulli.p", "aten.bernoulli.default")
-def bernoulli(ctx: NodeContext) -> Any:
+def bernoulli(ctx: NodeContext) -> KernelImpl:
     """Ones with probability p (of x's shape and dtype), from the runtime's counter RNG."""
 
-    def impl(x: Any, p: float | None = None, generator: Any = None) -> np.ndarray:
+    def impl(x: np.ndarray, p: float | None = None, generator: object = None) -> np.ndarray:
         x = np.asarray(x)
         u = counter_uniform(ctx.seed, ctx.node_index, ctx.step_of(), x.shape)
         prob = x if p is None else p  # bernoulli.default draws with per-element probabilities x
@@ -252,6 +266,6 @@ def bernoulli(ctx: NodeContext) -> Any:
 
 
 @simple("aten.native_dropout_backward.default")
-def native_dropout_backward(grad: Any, mask: Any, scale: float) -> Any:
+def native_dropout_backward(grad: np.ndarray, mask: np.ndarray, scale: float) -> np.ndarray:
     """grad * mask * scale."""
     return grad * mask * np.float32(scale)

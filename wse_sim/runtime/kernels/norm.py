@@ -12,8 +12,6 @@ batch variance unbiased (n / (n - 1)) for the running value and biased for norma
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from wse_sim.runtime.kernels.registry import simple
@@ -42,15 +40,15 @@ def batch_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 @simple("aten._native_batch_norm_legit_functional.default")
 def batch_norm_functional(
-    x: Any,
-    weight: Any,
-    bias: Any,
-    running_mean: Any,
-    running_var: Any,
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    running_mean: np.ndarray | None,
+    running_var: np.ndarray | None,
     training: bool,
     momentum: float,
     eps: float,
-) -> tuple[Any, Any, Any, Any, Any]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(y, save_mean, save_invstd, new_running_mean, new_running_var) of a batch norm step."""
     x = np.asarray(x)
     dtype = x.dtype
@@ -74,7 +72,13 @@ def batch_norm_functional(
     )
 
 
-def _normalize(x: np.ndarray, mean: Any, invstd: Any, weight: Any, bias: Any) -> np.ndarray:
+def _normalize(
+    x: np.ndarray,
+    mean: np.ndarray,
+    invstd: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+) -> np.ndarray:
     """y = x * alpha + beta per channel, alpha = invstd * weight, beta = bias - mean * alpha."""
     alpha = invstd if weight is None else invstd * np.asarray(weight, np.float64)
     beta = -mean * alpha if bias is None else np.asarray(bias, np.float64) - mean * alpha
@@ -86,17 +90,17 @@ def _normalize(x: np.ndarray, mean: Any, invstd: Any, weight: Any, bias: Any) ->
 
 @simple("aten.native_batch_norm_backward.default")
 def batch_norm_backward(
-    grad: Any,
-    x: Any,
-    weight: Any,
-    running_mean: Any,
-    running_var: Any,
-    save_mean: Any,
-    save_invstd: Any,
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    running_mean: np.ndarray | None,
+    running_var: np.ndarray | None,
+    save_mean: np.ndarray | None,
+    save_invstd: np.ndarray | None,
     train: bool,
     eps: float,
     output_mask: list[bool],
-) -> tuple[Any, Any, Any]:
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(grad_input, grad_weight, grad_bias) of batch norm (None where output_mask is false)."""
     grad, x = np.asarray(grad), np.asarray(x)
     axes = _channel_axes(x)

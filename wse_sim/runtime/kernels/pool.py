@@ -6,19 +6,19 @@ window axes; the max-pool backward routes gradients with one bincount, never a p
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from wse_sim.runtime.kernels.conv import out_size, pair, windows
 from wse_sim.runtime.kernels.reductions import first_near_max
-from wse_sim.runtime.kernels.registry import simple
+from wse_sim.runtime.kernels.registry import Ints, simple
 
 _Pair = tuple[int, int]
 
 
 def _pool_geometry(
-    x: np.ndarray, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
+    x: np.ndarray, kernel: Ints, stride: Ints, padding: Ints, dilation: Ints, ceil_mode: bool
 ) -> tuple[_Pair, _Pair, _Pair, _Pair, _Pair]:
     """(kernel, stride, padding, dilation, output (OH, OW)) of a 2-d pooling window."""
     k = pair(kernel)
@@ -45,11 +45,11 @@ def _pad_for(
 
 @simple("aten.max_pool2d_with_indices.default")
 def max_pool2d_with_indices(
-    x: Any,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    dilation: Any = 1,
+    x: np.ndarray,
+    kernel_size: Ints,
+    stride: Ints = (),
+    padding: Ints = 0,
+    dilation: Ints = 1,
     ceil_mode: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(max over each window [N, C, OH, OW], flat H*W index of each max as int64; the first of
@@ -75,14 +75,14 @@ def max_pool2d_with_indices(
 
 @simple("aten.max_pool2d_with_indices_backward.default")
 def max_pool2d_with_indices_backward(
-    grad: Any,
-    x: Any,
-    kernel_size: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
+    grad: np.ndarray,
+    x: np.ndarray,
+    kernel_size: Ints,
+    stride: Ints,
+    padding: Ints,
+    dilation: Ints,
     ceil_mode: bool,
-    indices: Any,
+    indices: np.ndarray,
 ) -> np.ndarray:
     """Output grads routed back to the input position each window's max came from."""
     x, grad = np.asarray(x), np.asarray(grad)
@@ -102,13 +102,13 @@ def max_pool2d_with_indices_backward(
 
 @simple("aten.avg_pool2d.default")
 def avg_pool2d(
-    x: Any,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
+    x: np.ndarray,
+    kernel_size: Ints,
+    stride: Ints = (),
+    padding: Ints = 0,
     ceil_mode: bool = False,
     count_include_pad: bool = True,
-    divisor_override: Any = None,
+    divisor_override: int | None = None,
 ) -> np.ndarray:
     """Mean over each window [N, C, OH, OW]."""
     x = np.asarray(x)
@@ -119,8 +119,8 @@ def avg_pool2d(
 
 
 def _pool_divisor(
-    x: np.ndarray, k: _Pair, s: _Pair, p: _Pair, out: _Pair, include_pad: bool, override: Any
-) -> Any:
+    x: np.ndarray, k: _Pair, s: _Pair, p: _Pair, out: _Pair, include_pad: bool, override: int | None
+) -> np.ndarray | int:
     if override:
         return override
     ones = np.ones((1, 1, *x.shape[-2:]), dtype=x.dtype)
@@ -139,14 +139,14 @@ def _pool_divisor(
 
 @simple("aten.avg_pool2d_backward.default")
 def avg_pool2d_backward(
-    grad: Any,
-    x: Any,
-    kernel_size: Any,
-    stride: Any,
-    padding: Any,
+    grad: np.ndarray,
+    x: np.ndarray,
+    kernel_size: Ints,
+    stride: Ints,
+    padding: Ints,
     ceil_mode: bool,
     count_include_pad: bool,
-    divisor_override: Any,
+    divisor_override: int | None,
 ) -> np.ndarray:
     """Each output grad spread evenly over its window."""
     x, grad = np.asarray(x), np.asarray(grad)
@@ -162,7 +162,7 @@ def avg_pool2d_backward(
 
 
 @simple("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default")
-def adaptive_avg_pool2d(x: Any, output_size: Any) -> np.ndarray:
+def adaptive_avg_pool2d(x: np.ndarray, output_size: Sequence[int]) -> np.ndarray:
     """Mean over torch's adaptive bins: bin i spans [floor(i*H/oh), ceil((i+1)*H/oh))."""
     x = np.asarray(x)
     oh, ow = pair(output_size)
@@ -180,7 +180,7 @@ def adaptive_avg_pool2d(x: Any, output_size: Any) -> np.ndarray:
 
 
 @simple("aten._adaptive_avg_pool2d_backward.default")
-def adaptive_avg_pool2d_backward(grad: Any, x: Any) -> np.ndarray:
+def adaptive_avg_pool2d_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Each output grad spread evenly over its adaptive bin."""
     grad, x = np.asarray(grad), np.asarray(x)
     oh, ow = grad.shape[-2:]

@@ -7,14 +7,14 @@ within float32 rounding.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import numpy_dtype, simple
+from wse_sim.runtime.kernels.registry import Ints, IrDtype, Scalar, numpy_dtype, simple
 
 
-def _axes(dim: Any, x: Any = None) -> tuple[int, ...] | None:
+def _axes(dim: Ints | None, x: np.ndarray | None = None) -> tuple[int, ...] | None:
     """numpy's axis for aten's dim; a 0-d tensor's dim 0 or -1 is the tensor itself, as in torch."""
     if dim is None or dim == [] or (x is not None and np.ndim(x) == 0):
         return None
@@ -22,7 +22,9 @@ def _axes(dim: Any, x: Any = None) -> tuple[int, ...] | None:
 
 
 @simple("aten.sum.dim_IntList", "aten.sum.default")
-def sum_(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+def sum_(
+    x: np.ndarray, dim: Ints | None = None, keepdim: bool = False, dtype: IrDtype = None
+) -> np.ndarray:
     """Sum over `dim` (all axes when none)."""
     x = np.asarray(x)
     out_dtype = numpy_dtype(dtype, x.dtype if x.dtype != np.bool_ else np.int64)
@@ -30,20 +32,22 @@ def sum_(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> A
 
 
 @simple("aten.mean.dim", "aten.mean.default")
-def mean(x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+def mean(
+    x: np.ndarray, dim: Ints | None = None, keepdim: bool = False, dtype: IrDtype = None
+) -> np.ndarray:
     """Mean over `dim` (all axes when none)."""
     x = np.asarray(x)
     return np.mean(x, axis=_axes(dim, x), keepdims=keepdim, dtype=numpy_dtype(dtype, x.dtype))
 
 
 @simple("aten.amax.default")
-def amax(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
+def amax(x: np.ndarray, dim: Sequence[int] | None = (), keepdim: bool = False) -> np.ndarray:
     """Maximum over `dim` (all axes when empty)."""
     return np.max(x, axis=_axes(list(dim) if dim is not None else None, x), keepdims=keepdim)
 
 
 @simple("aten.amin.default")
-def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
+def amin(x: np.ndarray, dim: Sequence[int] | None = (), keepdim: bool = False) -> np.ndarray:
     """Minimum over `dim` (all axes when empty)."""
     return np.min(x, axis=_axes(list(dim) if dim is not None else None, x), keepdims=keepdim)
 
@@ -55,7 +59,7 @@ def amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
 NEAR_TIE_EPS = {np.dtype(np.float32): 2.0**-20, np.dtype(np.float16): 2.0**-9}
 
 
-def first_near_max(x: Any, axis: int, scale: float | None = None) -> np.ndarray:
+def first_near_max(x: np.ndarray, axis: int, scale: float | None = None) -> np.ndarray:
     """Index along `axis` of the first element within rounding of the maximum (eager's choice
     on ties); a NaN wins as in eager. `scale`: the magnitude rounding is relative to (default:
     the largest finite |x|)."""
@@ -71,12 +75,18 @@ def first_near_max(x: Any, axis: int, scale: float | None = None) -> np.ndarray:
     return np.asarray(np.argmax(near, axis=axis))
 
 
-def first_near_min(x: Any, axis: int, scale: float | None = None) -> np.ndarray:
+def first_near_min(x: np.ndarray, axis: int, scale: float | None = None) -> np.ndarray:
     """first_near_max of -x."""
     return first_near_max(-np.asarray(x), axis, scale)
 
 
-def _extreme_along(arg: Any, x: Any, dim: int, keepdim: bool) -> tuple[Any, Any]:
+_ArgExtreme = Callable[..., np.ndarray]
+"""first_near_max or first_near_min: (x, axis) -> the index of the extreme along axis."""
+
+
+def _extreme_along(
+    arg: _ArgExtreme, x: np.ndarray, dim: int, keepdim: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(values, int64 indices) of first_near_max/min `arg` along `dim`, as aten returns them."""
     x = np.asarray(x)
     if x.ndim == 0:
@@ -89,44 +99,44 @@ def _extreme_along(arg: Any, x: Any, dim: int, keepdim: bool) -> tuple[Any, Any]
 
 
 @simple("aten.max.dim")
-def max_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+def max_dim(x: np.ndarray, dim: int, keepdim: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(values, indices) of the maximum along `dim`."""
     return _extreme_along(first_near_max, x, dim, keepdim)
 
 
 @simple("aten.min.dim")
-def min_dim(x: Any, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+def min_dim(x: np.ndarray, dim: int, keepdim: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(values, indices) of the minimum along `dim`."""
     return _extreme_along(first_near_min, x, dim, keepdim)
 
 
 @simple("aten.max.default")
-def max_all(x: Any) -> Any:
+def max_all(x: np.ndarray) -> np.ndarray:
     """The largest element."""
     return np.max(x)
 
 
 @simple("aten.min.default")
-def min_all(x: Any) -> Any:
+def min_all(x: np.ndarray) -> np.ndarray:
     """The smallest element."""
     return np.min(x)
 
 
 @simple("aten.argmax.default")
-def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+def argmax(x: np.ndarray, dim: int | None = None, keepdim: bool = False) -> np.ndarray:
     """Index of the maximum (over the flattened tensor when dim is None; the first of
     near-ties, as eager)."""
     return _arg_extreme(first_near_max, x, dim, keepdim)
 
 
 @simple("aten.argmin.default")
-def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+def argmin(x: np.ndarray, dim: int | None = None, keepdim: bool = False) -> np.ndarray:
     """Index of the minimum (over the flattened tensor when dim is None; the first of
     near-ties, as eager)."""
     return _arg_extreme(first_near_min, x, dim, keepdim)
 
 
-def _arg_extreme(arg: Any, x: Any, dim: int | None, keepdim: bool) -> Any:
+def _arg_extreme(arg: _ArgExtreme, x: np.ndarray, dim: int | None, keepdim: bool) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim == 0:
         return np.zeros((), dtype=np.int64)
@@ -139,9 +149,15 @@ def _arg_extreme(arg: Any, x: Any, dim: int | None, keepdim: bool) -> Any:
 
 @simple("aten.var.correction", "aten.var.dim")
 def var(
-    x: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *, correction: Any = None
-) -> Any:
+    x: np.ndarray,
+    dim: Ints | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Scalar | None = None,
+) -> np.ndarray:
     """Variance over `dim` with Bessel's correction (torch's default of 1)."""
+    ddof: float
     if isinstance(unbiased, bool):
         ddof = 1 if unbiased else 0
     else:
@@ -150,18 +166,20 @@ def var(
 
 
 @simple("aten.prod.default", "aten.prod.dim_int")
-def prod(x: Any, dim: int | None = None, keepdim: bool = False, dtype: Any = None) -> Any:
+def prod(
+    x: np.ndarray, dim: int | None = None, keepdim: bool = False, dtype: IrDtype = None
+) -> np.ndarray:
     """Product over `dim` (all elements when none)."""
     return np.prod(x, axis=_axes(dim, x), keepdims=keepdim)
 
 
 @simple("aten.any.default", "aten.any.dim", "aten.any.dims")
-def any_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+def any_(x: np.ndarray, dim: Ints | None = None, keepdim: bool = False) -> np.ndarray:
     """Whether any element is true."""
     return np.any(x, axis=_axes(dim, x), keepdims=keepdim)
 
 
 @simple("aten.all.default", "aten.all.dim", "aten.all.dims")
-def all_(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+def all_(x: np.ndarray, dim: Ints | None = None, keepdim: bool = False) -> np.ndarray:
     """Whether every element is true."""
     return np.all(x, axis=_axes(dim, x), keepdims=keepdim)

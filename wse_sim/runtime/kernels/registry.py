@@ -8,13 +8,28 @@ everything else as plain Python values, in ATen's own argument order). Binding p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
-KernelImpl = Callable[..., Any]
+Scalar = bool | int | float
+"""An argument ATen types `Scalar` (alpha, a fill value, a clamp bound): a plain Python number."""
+
+Operand = np.ndarray | bool | int | float
+"""An argument that is a tensor in one overload and a Scalar in another (`aten.add.Tensor` /
+`aten.add.Scalar`): a numpy array, or a number."""
+
+Ints = int | Sequence[int]
+"""ATen's `int[N]` (kernel size, stride, padding, dims): one int, repeated, or one per axis."""
+
+IrDtype = str | Mapping[str, str] | None
+"""A dtype as the IR writes an argument: "float32", "torch.float32", {"dtype": ...} or None."""
+
+KernelImpl = Callable[..., object]
+_Impl = TypeVar("_Impl", bound=KernelImpl)
 
 
 @dataclass(frozen=True)
@@ -53,10 +68,10 @@ def factory(*targets: str) -> Callable[[KernelFactory], KernelFactory]:
     return register
 
 
-def simple(*targets: str) -> Callable[[KernelImpl], KernelImpl]:
+def simple(*targets: str) -> Callable[[_Impl], _Impl]:
     """Register a context-free kernel: the same function serves every node of these targets."""
 
-    def register(impl: KernelImpl) -> KernelImpl:
+    def register(impl: _Impl) -> _Impl:
         def make(ctx: NodeContext) -> KernelImpl:
             return impl
 
@@ -67,7 +82,7 @@ def simple(*targets: str) -> Callable[[KernelImpl], KernelImpl]:
     return register
 
 
-NUMPY_DTYPES: dict[str, Any] = {
+NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "float32": np.float32,
     "float16": np.float16,
     "bfloat16": np.float32,  # no numpy bf16: computed in fp32 (documented in kernels/__init__)
@@ -81,7 +96,7 @@ NUMPY_DTYPES: dict[str, Any] = {
 }
 
 
-def numpy_dtype(name: Any, default: Any = None) -> Any:
+def numpy_dtype(name: IrDtype, default: npt.DTypeLike | None = None) -> npt.DTypeLike | None:
     """The numpy dtype for an IR dtype value (a string, {"dtype": s} or None -> default)."""
     if name is None:
         return default

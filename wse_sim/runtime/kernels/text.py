@@ -7,15 +7,13 @@ reduction. Integer inputs accumulate in int64 as torch does.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from wse_sim.runtime.kernels.registry import numpy_dtype, simple
+from wse_sim.runtime.kernels.registry import IrDtype, numpy_dtype, simple
 
 
 @simple("aten.cumsum.default")
-def cumsum(x: Any, dim: int, dtype: Any = None) -> np.ndarray:
+def cumsum(x: np.ndarray, dim: int, dtype: IrDtype = None) -> np.ndarray:
     """Running sum of x along `dim`; bool/int inputs sum in int64 (torch's promotion)."""
     x = np.asarray(x)
     default = np.int64 if x.dtype.kind in "biu" else x.dtype

@@ -7,7 +7,7 @@ adaptive bins.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ _SIX = np.float32(6.0)
 
 
 @simple("aten.hardswish.default")
-def hardswish(x: Any) -> np.ndarray:
+def hardswish(x: np.ndarray) -> np.ndarray:
     """x * min(max(x + 3, 0), 6) / 6."""
     x = np.asarray(x)
     y: np.ndarray = x * np.minimum(np.maximum(x + _THREE, 0), _SIX) / _SIX
@@ -28,7 +28,7 @@ def hardswish(x: Any) -> np.ndarray:
 
 
 @simple("aten.hardswish_backward.default")
-def hardswish_backward(grad: Any, x: Any) -> np.ndarray:
+def hardswish_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
     """grad * (0 up to -3, x / 3 + 1/2 inside (-3, 3), 1 from 3 on): torch's branch points."""
     x, grad = np.asarray(x), np.asarray(grad)
     middle = grad * (x / _THREE + np.float32(0.5))
@@ -36,7 +36,7 @@ def hardswish_backward(grad: Any, x: Any) -> np.ndarray:
 
 
 @simple("aten.hardsigmoid.default")
-def hardsigmoid(x: Any) -> np.ndarray:
+def hardsigmoid(x: np.ndarray) -> np.ndarray:
     """min(max(x + 3, 0), 6) / 6."""
     x = np.asarray(x)
     y: np.ndarray = np.minimum(np.maximum(x + _THREE, 0), _SIX) / _SIX
@@ -44,7 +44,7 @@ def hardsigmoid(x: Any) -> np.ndarray:
 
 
 @simple("aten.hardsigmoid_backward.default")
-def hardsigmoid_backward(grad: Any, x: Any) -> np.ndarray:
+def hardsigmoid_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
     """grad / 6 strictly inside (-3, 3), else 0."""
     x, grad = np.asarray(x), np.asarray(grad)
     inside = (x > -_THREE) & (x < _THREE)
@@ -57,7 +57,7 @@ def _bins(size: int, out: int) -> list[tuple[int, int]]:
 
 
 @simple("aten.adaptive_max_pool2d.default")
-def adaptive_max_pool2d(x: Any, output_size: Any) -> tuple[np.ndarray, np.ndarray]:
+def adaptive_max_pool2d(x: np.ndarray, output_size: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """(max over each adaptive bin, flat H*W index of the max as int64; the first of values
     tied within rounding, as eager)."""
     x = np.asarray(x)
@@ -77,7 +77,9 @@ def adaptive_max_pool2d(x: Any, output_size: Any) -> tuple[np.ndarray, np.ndarra
 
 
 @simple("aten.adaptive_max_pool2d_backward.default")
-def adaptive_max_pool2d_backward(grad: Any, x: Any, indices: Any) -> np.ndarray:
+def adaptive_max_pool2d_backward(
+    grad: np.ndarray, x: np.ndarray, indices: np.ndarray
+) -> np.ndarray:
     """Each output grad added to the input position its bin's max came from."""
     grad, x = np.asarray(grad), np.asarray(x)
     h, w = x.shape[-2:]
@@ -90,7 +92,9 @@ def adaptive_max_pool2d_backward(grad: Any, x: Any, indices: Any) -> np.ndarray:
 
 
 @simple("aten.as_strided.default", "aten.as_strided_copy.default")
-def as_strided(x: Any, size: Any, stride: Any, storage_offset: Any = None) -> np.ndarray:
+def as_strided(
+    x: np.ndarray, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+) -> np.ndarray:
     """The elements at storage_offset + sum(i_k * stride_k) of x's row-major storage (tracing
     emits this when a model writes through a view: x is a fresh, contiguous base)."""
     flat = np.ascontiguousarray(x).reshape(-1)
@@ -104,7 +108,11 @@ def as_strided(x: Any, size: Any, stride: Any, storage_offset: Any = None) -> np
 
 @simple("aten.as_strided_scatter.default")
 def as_strided_scatter(
-    base: Any, src: Any, size: Any, stride: Any, storage_offset: Any = None
+    base: np.ndarray,
+    src: np.ndarray,
+    size: Sequence[int],
+    stride: Sequence[int],
+    storage_offset: int | None = None,
 ) -> np.ndarray:
     """A copy of `base` with `src` written into its as_strided(size, stride, offset) window."""
     out = np.array(base, copy=True, order="C")
