@@ -66,6 +66,23 @@ def test_batch_norm_backward_honours_output_mask_and_no_affine() -> None:
     assert gw is None and gb is None
 
 
+def test_batch_norm_eval_mode_saves_no_statistics_as_torch() -> None:
+    x, c = _rand(4, 3, 5), 3
+    weight, bias = _rand(c, seed=1), _rand(c, seed=2)
+    rm, rv = _rand(c, seed=3), np.abs(_rand(c, seed=4)) + 0.5
+    y, mean, invstd, new_rm, new_rv = _kernel("aten._native_batch_norm_legit_functional.default")(
+        x, weight, bias, rm, rv, False, 0.1, 1e-5
+    )
+    want = torch.ops.aten._native_batch_norm_legit(
+        *map(torch.tensor, (x, weight, bias, rm, rv)), False, 0.1, 1e-5
+    )
+    _close(y, want[0])
+    assert mean.shape == tuple(want[1].shape) == (0,)
+    assert invstd.shape == tuple(want[2].shape) == (0,)
+    np.testing.assert_array_equal(new_rm, rm)  # eval mode leaves the running statistics
+    np.testing.assert_array_equal(new_rv, rv)
+
+
 @pytest.mark.parametrize(
     ("name", "fn"),
     [("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid)],
