@@ -47,6 +47,7 @@ CORE_KERNEL_OPS = frozenset(
         "aten.replication_pad2d_backward.default",
         "aten.cumprod.default",
         "aten.diagonal_scatter.default",
+        "aten.grid_sampler_2d_backward.default",  # (wse_sim/runtime/kernels/grid_sample.py)
     }
 )
 

@@ -56,6 +56,10 @@ def node_flops(node: dict[str, Any], shapes: dict[str, list[int] | None]) -> int
         return 2 * numel * math.prod(ins[1][1:])
     if target == "aten.convolution_backward.default" and len(ins) >= 3:
         return 4 * math.prod(ins[0]) * math.prod(ins[2][1:])
+    if target == "aten.grid_sampler_2d_backward.default" and ins:
+        # per output value and tap: a multiply-add into the input's gradient, one into the grid's
+        taps = {1: 1, 2: 16}.get(node["args"][3], 4)  # nearest, bicubic, bilinear
+        return 4 * taps * math.prod(ins[0])
     if target in _FLOPS_PER_ELEMENT:
         biggest = max([math.prod(s) for s in ins if s] + [numel])
         return _FLOPS_PER_ELEMENT[target] * biggest

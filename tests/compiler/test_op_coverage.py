@@ -21,7 +21,7 @@ from tests.compiler.opinfo_harness import (
 )
 
 # Core ops whose gradients the wafer cannot compute yet: each names the missing kernel.
-KNOWN_FAILING = {"grid_sampler_2d"}
+KNOWN_FAILING: set[str] = set()
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from wse_sim.runtime.kernels import (  # noqa: F401  (each module registers its 
     conv,
     core,  # core ATen ops beyond the families (resampling backward, cumprod...)
     elementwise,
+    grid_sample,  # grid_sampler_2d's backward
     indexing,
     matmul,
     nn,
