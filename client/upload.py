@@ -29,7 +29,8 @@ DEFAULT_CHUNK_BYTES = 8 << 20  # the server's SAM_UPLOAD_CHUNK_BYTES default (it
 PARALLEL = 4  # chunks in flight at once
 ASK_BATCH = 20_000  # chunk hashes per "which are missing?" request
 CACHE_LIMIT = 200_000  # remembered files
-QUIET_BELOW_BYTES = 1 << 20  # `sam submit` says what it sent only from this much on
+QUIET_BELOW_BYTES = 1 << 20
+RECHECKS = 3  # rounds of "which are missing?" after sending, and commits tried  # `sam submit` says what it sent only from this much on
 
 
 def cache_path() -> Path:
@@ -167,13 +168,18 @@ def upload_files(
             on_chunk(size)
         return size
 
-    if missing:
+    for _ in range(RECHECKS):
+        if not missing:
+            break
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(PARALLEL, len(missing))) as pool:
             for size in pool.map(send, missing):
                 report.sent_chunks += 1
                 report.sent_bytes += size
+        # Asked again before the commit: a chunk the server had at first may have been freed
+        # while the rest went (its last project version collected); it goes now.
+        missing, _ = _ask_missing(client, where)
     return rows
 
 
@@ -208,22 +214,38 @@ def _ask_missing(
     return missing, chunk_bytes
 
 
+def _upload_and_commit(
+    client: SamClient, files: list[ProjectFile], report: UploadReport | None, method: str, path: str
+) -> dict[str, Any]:
+    """Send what is missing and commit; again when the commit finds a chunk gone (freed by the
+    server between the last question and the commit)."""
+    report = report or UploadReport()
+    counted = (report.files, report.bytes)
+    for attempt in range(RECHECKS):
+        report.files, report.bytes = counted  # the project's size, once however many tries
+        rows = upload_files(client, files, report=report)
+        try:
+            result: dict[str, Any] = client.call(method, path, json={"files": rows})
+            return result
+        except SamAPIError as exc:
+            gone = exc.status == 422 and "were not uploaded" in exc.detail
+            if not gone or attempt == RECHECKS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def upload_project(
     client: SamClient, files: list[ProjectFile], report: UploadReport | None = None
 ) -> dict[str, Any]:
     """Upload a project; `{digest, files, bytes}` (the digest goes in the spec's `project`)."""
-    rows = upload_files(client, files, report=report)
-    result: dict[str, Any] = client.call("POST", "/projects", json={"files": rows})
-    return result
+    return _upload_and_commit(client, files, report, "POST", "/projects")
 
 
 def upload_dataset(
     client: SamClient, name: str, files: list[ProjectFile], report: UploadReport | None = None
 ) -> dict[str, Any]:
     """Create or replace data set `name` from `files`."""
-    rows = upload_files(client, files, report=report)
-    result: dict[str, Any] = client.call("PUT", f"/datasets/{name}", json={"files": rows})
-    return result
+    return _upload_and_commit(client, files, report, "PUT", f"/datasets/{name}")
 
 
 def project_listing(job_file: Path, origins: dict[str, Path]) -> list[ProjectFile]:

@@ -184,6 +184,18 @@ class StorageSettings(Section):
     # The bytes a tenant may store (its projects' and data sets' chunks, each once) when its
     # quota sets no max_storage_bytes.
     max_storage_bytes: int = Field(default=50 << 30, ge=0)
+    # A project version (what one `sam submit` uploaded) is kept while a job naming it has not
+    # ended, and for this many days after the later of its last commit and its last job's end
+    # (so an unchanged resubmit sends nothing); then the chunks no other project version or
+    # data set uses are freed and leave the tenant's stored bytes. An upload that would pass
+    # the tenant's storage limit frees the versions whose jobs have all ended first, however
+    # recent. 0 = free a version as soon as its last job ends.
+    project_retention_days: float = Field(default=3.0, ge=0)
+    # Chunks and project versions an upload or a submit claimed this recently are never freed
+    # (it covers the time between a client's "which chunks are missing?" and its commit).
+    upload_grace_s: float = Field(default=3600.0, ge=0)
+    # Seconds between the scheduler's collections of project versions past their retention.
+    storage_gc_every_s: float = Field(default=600.0, gt=0)
     # The newest steps of a job kept as plain rows of step metrics.
     metrics_recent_steps: int = Field(default=200, ge=1)
     # Older steps are packed this many to a compressed row.

@@ -31,6 +31,7 @@ from sam_server.db.session import engine_for, session_scope
 from sam_server.scheduling import plan
 from sam_server.scheduling.framework.profile import Profile
 from sam_server.scheduling.profiles import usage_half_life_s
+from sam_server.services import storage_gc
 from sam_server.services.dispatch import charge_usage, mark_sent, unsent_messages
 from sam_server.services.history import purge_ended
 from sam_server.services.observe import expire_compile_servers
@@ -187,6 +188,20 @@ def purge_history(settings: Settings) -> int:
             return purged
 
 
+def collect_storage(settings: Settings) -> None:
+    """Free the project versions past their retention and the chunks nothing kept names
+    (services/storage_gc.py), logging what each tenant got back."""
+    with session_scope(settings.resolved_database_url) as session:
+        for tenant, done in storage_gc.collect(settings, session).items():
+            log.info(
+                "storage: tenant %s: %d project versions dropped, %d chunks (%d bytes) freed",
+                tenant,
+                done.projects,
+                done.chunks,
+                done.freed_bytes,
+            )
+
+
 def _event_marker(session: Session) -> int:
     return int(session.execute(select(func.coalesce(func.max(JobEvent.id), 0))).scalar_one())
 
@@ -200,7 +215,7 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     signal.signal(signal.SIGINT, lambda *_: stopping.update(now=True))
-    last_marker, last_cycle, last_purge = -1, 0.0, 0.0
+    last_marker, last_cycle, last_purge, last_gc = -1, 0.0, 0.0, 0.0
     metrics = SchedulerMetrics(sessionmaker(engine_for(settings.resolved_database_url)))
     if settings.metrics.scheduler_metrics_port:
         metrics.serve(
@@ -235,6 +250,9 @@ def run_scheduler(settings: Settings, *, interval: float, once: bool = False) ->
                 last_purge = time.monotonic()
                 if purged := purge_history(settings):
                     log.info("retention: purged the logs and metrics of %d ended jobs", purged)
+            if time.monotonic() - last_gc >= settings.storage.storage_gc_every_s:
+                last_gc = time.monotonic()
+                collect_storage(settings)
         except Exception:  # noqa: BLE001 - a cycle failure (database restarting) is retried
             log.exception("scheduling cycle failed; retrying")
             time.sleep(1.0)

@@ -14,78 +14,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sam_server.config import Settings
-from sam_server.db.models import Tenant
 from sam_server.errors import InvalidSpec, NotFound, PayloadTooLarge
+from sam_server.services.storage_count import (
+    blob_store,
+    count_storage,
+    gib,
+    limit_source,
+    over_storage,
+    storage_limit,
+)
+from sam_server.services.storage_gc import collect_tenant
 from sam_server.storage.blobs import (
     DIGEST,
     BlobError,
     BlobStore,
     FileEntry,
-    LocalBlobStore,
     manifest_bytes,
 )
 from sam_server.storage.layout import tenant_project_dir
 
 MAX_PATH_CHARS = 1024
-
-
-def blob_store(settings: Settings) -> BlobStore:
-    """The storage of uploaded files (the data directory's; one interface, see blobs.py)."""
-    return LocalBlobStore(settings.data_dir)
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-def storage_limit(session: Session, settings: Settings, tenant_id: int) -> tuple[int, int]:
-    """(bytes stored, the most the tenant may store) for the tenant."""
-    row = session.execute(
-        select(Tenant.storage_bytes, Tenant.max_storage_bytes).where(Tenant.id == tenant_id)
-    ).one()
-    limit = settings.storage.max_storage_bytes if row[1] is None else int(row[1])
-    return int(row[0] or 0), limit
-
-
-def _over_storage(used: int, adding: int, limit: int, source: str) -> PayloadTooLarge:
-    return PayloadTooLarge(
-        f"storage limit: the tenant stores {used} bytes ({_gib(used)}) and this upload adds "
-        f"{adding} bytes ({_gib(adding)}), over its {source} of {limit} bytes ({_gib(limit)}); "
-        "`sam data du` shows what is stored and `sam data rm` frees a data set"
-    )
-
-
-def _limit_source(session: Session, tenant_id: int) -> str:
-    own = session.execute(
-        select(Tenant.max_storage_bytes).where(Tenant.id == tenant_id)
-    ).scalar_one()
-    return "quota max_storage_bytes" if own is not None else "limit SAM_MAX_STORAGE_BYTES"
-
-
-def count_storage(session: Session, settings: Settings, tenant_id: int, delta: int) -> None:
-    """Add `delta` bytes to the tenant's stored bytes; a 413 naming the limit and the usage
-    when that goes past it (one UPDATE, so concurrent uploads cannot both pass the limit)."""
-    if delta <= 0:
-        session.execute(
-            update(Tenant)
-            .where(Tenant.id == tenant_id)
-            .values(storage_bytes=Tenant.storage_bytes + delta)
-        )
-        return
-    _, limit = storage_limit(session, settings, tenant_id)
-    done = session.execute(
-        update(Tenant)
-        .where(Tenant.id == tenant_id)
-        .where(Tenant.storage_bytes + delta <= limit)
-        .values(storage_bytes=Tenant.storage_bytes + delta)
-    )
-    if getattr(done, "rowcount", 1) == 0:
-        used, limit = storage_limit(session, settings, tenant_id)
-        raise _over_storage(used, delta, limit, _limit_source(session, tenant_id))
 
 
 def missing_chunks(
@@ -101,12 +52,18 @@ def missing_chunks(
             "missing_bytes": 0,
             "chunk_bytes": settings.storage.upload_chunk_bytes,
         }
-    have = blob_store(settings).chunk_sizes(tenant, sizes)
+    store = blob_store(settings)
+    with store.lock(tenant, exclusive=False):  # claimed: not freed before the commit
+        have = store.claim_chunks(tenant, sizes)
     missing = [d for d in sizes if d not in have]
     adding = sum(sizes[d] for d in missing)
     used, limit = storage_limit(session, settings, tenant_id)
     if used + adding > limit:
-        raise _over_storage(used, adding, limit, _limit_source(session, tenant_id))
+        # Project versions whose jobs have all ended go first, however recent, then ask again.
+        collect_tenant(session, settings, tenant, tenant_id, retention_s=0)
+        used, limit = storage_limit(session, settings, tenant_id)
+    if used + adding > limit:
+        raise over_storage(used, adding, limit, limit_source(session, tenant_id))
     return {
         "missing": missing,
         "missing_bytes": adding,
@@ -132,7 +89,20 @@ def store_chunk(
             "again"
         )
     store = blob_store(settings)
-    if store.chunk_sizes(tenant, [digest]):
+    with store.lock(tenant, exclusive=False):  # not freed between this check and the commit
+        return _store_new_chunk(session, settings, store, tenant, tenant_id, digest, data)
+
+
+def _store_new_chunk(
+    session: Session,
+    settings: Settings,
+    store: BlobStore,
+    tenant: str,
+    tenant_id: int,
+    digest: str,
+    data: bytes,
+) -> dict[str, Any]:
+    if store.claim_chunks(tenant, [digest]):
         return {"sha256": digest, "stored": False}
     count_storage(session, settings, tenant_id, len(data))
     # Committed before the chunk is written: the tenant's row stays locked for one UPDATE, not
@@ -193,8 +163,8 @@ def check_manifest(
         seen.add(entry.path)
         if entry.size > settings.storage.max_file_bytes:
             raise PayloadTooLarge(
-                f"{what}: {entry.path} is {entry.size} bytes ({_gib(entry.size)}), over the "
-                f"limit SAM_MAX_FILE_BYTES={settings.storage.max_file_bytes} ({_gib(settings.storage.max_file_bytes)})"
+                f"{what}: {entry.path} is {entry.size} bytes ({gib(entry.size)}), over the "
+                f"limit SAM_MAX_FILE_BYTES={settings.storage.max_file_bytes} ({gib(settings.storage.max_file_bytes)})"
             )
         total += entry.size
         files.append(entry)
@@ -205,8 +175,8 @@ def check_manifest(
                 raise InvalidSpec(f"{what}: {'/'.join(parts[:i])!r} is both a file and a folder")
     if max_total is not None and total > max_total:
         raise PayloadTooLarge(
-            f"{what}: {total} bytes ({_gib(total)}), over the limit SAM_MAX_PROJECT_BYTES="
-            f"{max_total} ({_gib(max_total)}); put big data in a data set (`sam data put`) "
+            f"{what}: {total} bytes ({gib(total)}), over the limit SAM_MAX_PROJECT_BYTES="
+            f"{max_total} ({gib(max_total)}); put big data in a data set (`sam data put`) "
             "and leave it out of the project (.samignore)"
         )
     _check_chunks(settings, tenant, files, what)
@@ -216,7 +186,7 @@ def check_manifest(
 
 def _check_chunks(settings: Settings, tenant: str, files: list[FileEntry], what: str) -> None:
     wanted = {c for f in files for c in f.chunks}
-    have = blob_store(settings).chunk_sizes(tenant, wanted)
+    have = blob_store(settings).claim_chunks(tenant, wanted)
     for entry in files:
         expected = -(-entry.size // settings.storage.upload_chunk_bytes)
         if len(entry.chunks) != expected:
@@ -237,19 +207,26 @@ def _check_chunks(settings: Settings, tenant: str, files: list[FileEntry], what:
 def commit_project(settings: Settings, tenant: str, rows: list[Any]) -> dict[str, Any]:
     """Store a project's manifest and build its read-only tree; `{digest, files, bytes}`.
 
-    An unchanged project (its manifest already stored) costs a stat: nothing is built again."""
-    manifest = check_manifest(
-        settings, tenant, rows, what="project", max_total=settings.storage.max_project_bytes
-    )
+    An unchanged project (its manifest already stored) costs a stat: nothing is built again,
+    and the version is claimed anew (its retention starts again)."""
     store = blob_store(settings)
-    if not store.has_manifest(tenant, manifest.digest):
-        target = tenant_project_dir(settings.data_dir, tenant, manifest.digest)
-        try:
-            store.materialize(tenant, manifest.files, target)
-        except BlobError as exc:
-            raise InvalidSpec(f"project: {exc}") from None
-        store.put_manifest(tenant, manifest.digest, manifest_bytes(manifest.files))
+    with store.lock(tenant, exclusive=False):  # checked, built and stored before any collection
+        manifest = check_manifest(
+            settings, tenant, rows, what="project", max_total=settings.storage.max_project_bytes
+        )
+        _store_project(settings, store, tenant, manifest)
     return manifest.view()
+
+
+def _store_project(settings: Settings, store: BlobStore, tenant: str, manifest: Manifest) -> None:
+    if store.claim_manifest(tenant, manifest.digest):
+        return
+    target = tenant_project_dir(settings.data_dir, tenant, manifest.digest)
+    try:
+        store.materialize(tenant, manifest.files, target)
+    except BlobError as exc:
+        raise InvalidSpec(f"project: {exc}") from None
+    store.put_manifest(tenant, manifest.digest, manifest_bytes(manifest.files))
 
 
 def project_files(settings: Settings, tenant: str, digest: str) -> list[FileEntry]:
@@ -267,8 +244,13 @@ def project_files(settings: Settings, tenant: str, digest: str) -> list[FileEntr
 def check_project_files(
     settings: Settings, tenant: str, digest: str, files: dict[str, str]
 ) -> None:
-    """The files sent as text with the job are the project's own (the same content)."""
-    entries = {f.path: f.sha256 for f in project_files(settings, tenant, digest)}
+    """The project is stored, and claimed for the job about to be written (collection keeps it
+    from now on: services/storage_gc.py); the files sent as text with the job are its own."""
+    store = blob_store(settings)
+    with store.lock(tenant, exclusive=False):
+        if DIGEST.match(digest):
+            store.claim_manifest(tenant, digest)
+        entries = {f.path: f.sha256 for f in project_files(settings, tenant, digest)}
     for name, text in files.items():
         wanted = entries.get(name)
         if wanted is None:

@@ -11,17 +11,24 @@ everything under the data directory, which every process of a one-machine cluste
 shared file system) sees. An S3-compatible object store can replace it: chunks and manifests
 become objects under `TENANT/chunks/` and `TENANT/manifests/`, and `materialize` fills a local
 cache on the worker that runs the job, as this one fills its `projects/` folder.
+
+Nothing here decides what to keep: services/storage_gc.py frees what no kept manifest names,
+under the tenant's store lock, sparing chunks and manifests claimed within a grace period (a
+claim is the stored file's modification time here, set again by each `claim_*`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -75,8 +82,31 @@ class BlobStore(Protocol):
         """{digest: size} of the given chunks the tenant has stored (others are absent)."""
         ...
 
+    def claim_chunks(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
+        """`chunk_sizes`, marking each stored one as claimed now: an upload counts on it, so
+        collection leaves it alone for `upload_grace_s` (services/storage_gc.py)."""
+        ...
+
     def put_chunk(self, tenant: str, digest: str, data: bytes) -> bool:
         """Store a chunk whose SHA-256 the caller checked; False when it was there already."""
+        ...
+
+    def chunk_times(self, tenant: str) -> dict[str, float]:
+        """{digest: when it was stored or last claimed (epoch seconds)} of every stored chunk."""
+        ...
+
+    def lock(self, tenant: str, *, exclusive: bool) -> AbstractContextManager[None]:
+        """The tenant's store lock: uploads and commits hold it shared, collection exclusive,
+        so that a chunk an upload counts on is never freed between its check and its use."""
+        ...
+
+    def claim_manifest(self, tenant: str, digest: str) -> bool:
+        """Mark a stored manifest as used now (a commit or a submit naming it); False when the
+        tenant has no such manifest."""
+        ...
+
+    def manifest_time(self, tenant: str, digest: str) -> float | None:
+        """When the manifest was stored or last claimed (epoch seconds); None when absent."""
         ...
 
     def drop_chunk(self, tenant: str, digest: str) -> int:
@@ -85,7 +115,9 @@ class BlobStore(Protocol):
 
     def has_manifest(self, tenant: str, digest: str) -> bool: ...
 
-    def put_manifest(self, tenant: str, digest: str, data: bytes) -> None: ...
+    def put_manifest(self, tenant: str, digest: str, data: bytes) -> None:
+        """Store a manifest; one already stored is claimed (`claim_manifest`) instead."""
+        ...
 
     def read_manifest(self, tenant: str, digest: str) -> list[FileEntry] | None: ...
 
@@ -98,6 +130,10 @@ class BlobStore(Protocol):
     def drop_file(self, tenant: str, digest: str) -> None:
         """Forget a file assembled from several chunks, named `assembled_name(entry)` (its
         chunks stay until dropped)."""
+        ...
+
+    def assembled(self, tenant: str) -> list[str]:
+        """Names of every assembled file the tenant's store holds."""
         ...
 
     def materialize(self, tenant: str, files: list[FileEntry], dest: Path) -> Path:
@@ -136,6 +172,50 @@ class LocalBlobStore:
                 continue
         return sizes
 
+    def claim_chunks(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
+        sizes = {}
+        for digest in digests:
+            path = self._chunk(tenant, digest)
+            try:
+                os.utime(path)
+                sizes[digest] = path.stat().st_size
+            except FileNotFoundError:
+                continue
+        return sizes
+
+    def chunk_times(self, tenant: str) -> dict[str, float]:
+        times = {}
+        for path in (self._store(tenant) / "chunks").glob("??/*"):
+            if DIGEST.match(path.name):
+                with contextlib.suppress(FileNotFoundError):
+                    times[path.name] = path.stat().st_mtime
+        return times
+
+    @contextlib.contextmanager
+    def lock(self, tenant: str, *, exclusive: bool) -> Iterator[None]:
+        # flock: held per open file, so two threads of one process exclude each other too.
+        path = self._store(tenant) / ".lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # lets go of the lock
+
+    def claim_manifest(self, tenant: str, digest: str) -> bool:
+        try:
+            os.utime(self._manifest(tenant, digest))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def manifest_time(self, tenant: str, digest: str) -> float | None:
+        try:
+            return self._manifest(tenant, digest).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
     def put_chunk(self, tenant: str, digest: str, data: bytes) -> bool:
         target = self._chunk(tenant, digest)
         if target.exists():
@@ -155,7 +235,8 @@ class LocalBlobStore:
         return self._manifest(tenant, digest).is_file()
 
     def put_manifest(self, tenant: str, digest: str, data: bytes) -> None:
-        _write_once(self._manifest(tenant, digest), data)
+        if not _write_once(self._manifest(tenant, digest), data):
+            self.claim_manifest(tenant, digest)
 
     def read_manifest(self, tenant: str, digest: str) -> list[FileEntry] | None:
         try:
@@ -175,6 +256,10 @@ class LocalBlobStore:
     def drop_file(self, tenant: str, digest: str) -> None:
         if DIGEST.match(digest):
             (self._store(tenant) / "files" / digest[:2] / digest).unlink(missing_ok=True)
+
+    def assembled(self, tenant: str) -> list[str]:
+        folder = self._store(tenant) / "files"
+        return [p.name for p in folder.glob("??/*") if DIGEST.match(p.name)]
 
     def materialize(self, tenant: str, files: list[FileEntry], dest: Path) -> Path:
         if dest.is_dir():

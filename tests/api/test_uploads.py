@@ -10,6 +10,7 @@ from sam_server.storage.layout import tenant_dataset_dir, tenant_project_dir
 from tests.api.helpers import ADMIN, MODEL_PY, alice_and_eve, spec, submit
 
 CHUNK = 8 << 20
+RAW = {"Content-Type": "application/octet-stream"}  # as the client sends a chunk
 
 
 def sha(data: bytes) -> str:
@@ -34,7 +35,9 @@ def put_files(client, who, files: dict[str, bytes]) -> list[dict[str, Any]]:  # 
     missing = client.post("/api/v1/uploads/missing", json=ask, headers=who)
     assert missing.status_code == 200, missing.text
     for digest in missing.json()["missing"]:
-        r = client.put(f"/api/v1/uploads/chunks/{digest}", content=chunks[digest], headers=who)
+        r = client.put(
+            f"/api/v1/uploads/chunks/{digest}", content=chunks[digest], headers={**who, **RAW}
+        )
         assert r.status_code == 200, r.text
     return rows
 
