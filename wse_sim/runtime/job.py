@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from sam_domain.geometry import Rect
+from sam_domain.ir import IrGraph
 from wse_sim.fabric import Region, Wafer
 from wse_sim.runtime.blas import limit_blas_threads
 from wse_sim.runtime.program import Program, compile_program
@@ -56,7 +57,7 @@ class LoadedJob:
     ) -> None:
         self.artifact, self.wafer, self.region = artifact, wafer, region
         self.manifest: dict[str, Any] = dict(artifact.manifest)
-        self.graph: dict[str, Any] = artifact.graph
+        self.graph: IrGraph = artifact.graph
         self._owner_allocated = owner_allocated
         self.fp16 = bool(self.manifest.get("fp16", False))
         self.batch_size = int(self.manifest.get("batch_size") or 0)
@@ -212,7 +213,7 @@ class LoadedJob:
         self.released = True
 
 
-def _accuracy_args(graph: dict[str, Any]) -> tuple[str, str, int] | None:
+def _accuracy_args(graph: IrGraph) -> tuple[str, str, int] | None:
     """(log-probabilities, targets, ignore_index) of the step's classification loss
     (cross_entropy traces to log_softmax + nll_loss), or None for other losses."""
     for node in graph["nodes"]:
@@ -225,13 +226,13 @@ def _accuracy_args(graph: dict[str, Any]) -> tuple[str, str, int] | None:
     return None
 
 
-def _accuracy_refs(graph: dict[str, Any]) -> frozenset[str]:
+def _accuracy_refs(graph: IrGraph) -> frozenset[str]:
     """The values the accuracy reads after the step (kept alive to its end)."""
     found = _accuracy_args(graph)
     return frozenset(found[:2]) if found else frozenset()
 
 
-def _accuracy_slots(graph: dict[str, Any], slots: dict[str, int]) -> tuple[int, int, int] | None:
+def _accuracy_slots(graph: IrGraph, slots: dict[str, int]) -> tuple[int, int, int] | None:
     """(log-probabilities slot, targets slot, ignore_index) of the step's classification loss."""
     found = _accuracy_args(graph)
     return (slots[found[0]], slots[found[1]], found[2]) if found else None
@@ -259,7 +260,7 @@ def _accuracy(env: Any, found: tuple[int, int, int] | None) -> float | None:
 
 
 def _initial_state(
-    graph: dict[str, Any], tensors: dict[str, np.ndarray], program: Program
+    graph: IrGraph, tensors: dict[str, np.ndarray], program: Program
 ) -> dict[str, np.ndarray]:
     state = {}
     for inp in graph["inputs"]:

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from sam_domain.ir import IrGraph, IrNode, Shape, ref_name
+from sam_domain.json_value import JsonValue
 from wse_sim.runtime.kernels import NodeContext, kernel_factory, numpy_dtype
 
 Getter = Callable[[list[Any]], Any]
@@ -29,7 +32,7 @@ class Program:
     runs: list[NodeRun]
     node_names: list[str]
     input_slots: dict[str, int]  # IR input name -> slot
-    input_dtypes: dict[str, Any]  # IR input name -> numpy dtype
+    input_dtypes: dict[str, npt.DTypeLike | None]  # IR input name -> numpy dtype
     loss_slot: int
     state_updates: list[tuple[str, int]] = field(
         default_factory=list
@@ -41,20 +44,21 @@ class Program:
         return [None] * len(self.slots)
 
 
-def _decode_static(value: Any) -> Any:
+def _decode_static(value: JsonValue) -> object:
     """A JSON argument without refs -> its Python value ({"float": "inf"} -> inf, enums kept)."""
     if isinstance(value, list):
         return [_decode_static(v) for v in value]
     if isinstance(value, dict):
-        if len(value) == 1 and "float" in value:
-            return float(value["float"])
+        raw = value.get("float")
+        if len(value) == 1 and isinstance(raw, str | int | float):
+            return float(raw)
         if len(value) == 1 and next(iter(value)) in _ENUM_KEYS:
             return value
         return {k: _decode_static(v) for k, v in value.items()}
     return value
 
 
-def _has_ref(value: Any) -> bool:
+def _has_ref(value: JsonValue) -> bool:
     if isinstance(value, list):
         return any(_has_ref(v) for v in value)
     if isinstance(value, dict):
@@ -62,10 +66,11 @@ def _has_ref(value: Any) -> bool:
     return False
 
 
-def _getter(value: Any, slots: Mapping[str, int]) -> Getter:
+def _getter(value: JsonValue, slots: Mapping[str, int]) -> Getter:
     """A closure env -> value for an argument that contains refs."""
-    if isinstance(value, dict) and "ref" in value and len(value) == 1:
-        slot = slots[value["ref"]]
+    ref = ref_name(value)
+    if ref is not None:
+        slot = slots[ref]
         return lambda env: env[slot]
     if isinstance(value, list):
         parts = [
@@ -76,10 +81,10 @@ def _getter(value: Any, slots: Mapping[str, int]) -> Getter:
     raise ValueError(f"cannot decode argument {value!r}")
 
 
-def _caster(node: Mapping[str, Any]) -> Callable[[Any], Any]:
+def _caster(node: IrNode) -> Callable[[Any], Any]:
     """A function forcing a kernel's result to the IR's recorded dtype(s)."""
     if "dtypes" in node or "shapes" in node:
-        dtypes = [numpy_dtype(d) if d else None for d in node.get("dtypes", [])]
+        dtypes = [numpy_dtype(d) if d else None for d in node.get("dtypes") or []]
 
         def cast_tuple(values: Any) -> Any:
             if not dtypes:
@@ -105,7 +110,7 @@ def _caster(node: Mapping[str, Any]) -> Callable[[Any], Any]:
 
 
 def _node_run(
-    impl: Callable[..., Any], node: Mapping[str, Any], slots: Mapping[str, int], out: int
+    impl: Callable[..., object], node: IrNode, slots: Mapping[str, int], out: int
 ) -> NodeRun:
     """One node's closure: fill its ref args from env, call the kernel, cast, store."""
     args = node.get("args", [])
@@ -137,11 +142,11 @@ def _node_run(
     return run_kw
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
+def _shape(value: Shape | None) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(d) for d in value)
 
 
-def last_readers(graph: Mapping[str, Any], keep: set[str]) -> dict[int, list[str]]:
+def last_readers(graph: IrGraph, keep: set[str]) -> dict[int, list[str]]:
     """{node index: values no later node reads}: what a step may drop once that node ran.
     Values in `keep` and the graph's outputs live to the end of the step."""
     kept = keep | {o["ref"] for o in graph["outputs"]}
@@ -157,14 +162,13 @@ def last_readers(graph: Mapping[str, Any], keep: set[str]) -> dict[int, list[str
     return dead
 
 
-def _refs(value: Any) -> list[str]:
+def _refs(value: JsonValue) -> list[str]:
     """Every value name an encoded argument refers to."""
     if isinstance(value, list):
         return [r for v in value for r in _refs(v)]
     if isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get("ref"), str):
-            return [value["ref"]]
-        return [r for v in value.values() for r in _refs(v)]
+        ref = ref_name(value)
+        return [ref] if ref is not None else [r for v in value.values() for r in _refs(v)]
     return []
 
 
@@ -181,7 +185,7 @@ def _freeing(run: NodeRun, dead: tuple[int, ...]) -> NodeRun:
 
 
 def compile_program(
-    graph: Mapping[str, Any],
+    graph: IrGraph,
     rect_of: Callable[[str | None], tuple[int, int, int, int]],
     *,
     fp16: bool,
@@ -205,7 +209,9 @@ def compile_program(
             target=node["target"],
             dtype=node.get("dtype") or "float32",
             shape=_shape(node.get("shape")),
-            shapes=tuple(_shape(s) or () for s in node["shapes"]) if node.get("shapes") else None,
+            shapes=tuple(_shape(s) or () for s in shapes)
+            if (shapes := node.get("shapes"))
+            else None,
             rect=rect_of(node.get("kernel")),
             fp16=fp16,
             seed=seed,
@@ -229,7 +235,7 @@ def compile_program(
     )
 
 
-def _loss_ref(graph: Mapping[str, Any]) -> str:
+def _loss_ref(graph: IrGraph) -> str:
     for out in graph["outputs"]:
         if out["role"] == "loss":
             ref: str = out["ref"]
@@ -237,7 +243,7 @@ def _loss_ref(graph: Mapping[str, Any]) -> str:
     raise ValueError("the graph has no loss output; recompile the job")
 
 
-def _state_updates(graph: Mapping[str, Any], slots: Mapping[str, int]) -> list[tuple[str, int]]:
+def _state_updates(graph: IrGraph, slots: Mapping[str, int]) -> list[tuple[str, int]]:
     """(IR input name, slot of its new value) for every param/opt_state/buffer output."""
     by_source = {(i["role"], i.get("source_name") or i["name"]): i["name"] for i in graph["inputs"]}
     updates = []

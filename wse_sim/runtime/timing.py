@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import wse_sim
 from sam_domain.geometry import Rect
+from sam_domain.ir import IrGraph, IrNode, ManifestKernel, Shape, ref_name, ref_of
+from sam_domain.json_value import JsonValue
 from wse_sim.fabric import Region
 from wse_sim.ops import (
     BATCH_NORM_OPS,
@@ -89,11 +91,11 @@ def _call(op: Callable[..., Any], *args: Any, region: Region) -> int:
     return int(op(region, *args))
 
 
-def _numel(shape: Any) -> int:
+def _numel(shape: Shape | None) -> int:
     return int(math.prod(shape)) if shape is not None else 0
 
 
-def _words(shape: Any, dtype: str | None, fp16: bool) -> int:
+def _words(shape: Shape | None, dtype: str | None, fp16: bool) -> int:
     per = _WORDS_PER_ELEMENT.get(dtype or "float32", 1.0)
     if fp16 and dtype == "float32":
         per = 0.5
@@ -103,8 +105,8 @@ def _words(shape: Any, dtype: str | None, fp16: bool) -> int:
 class _GraphFacts:
     """Shapes, dtypes and owning kernel of every value in the graph."""
 
-    def __init__(self, graph: Mapping[str, Any], kernels: list[Mapping[str, Any]]) -> None:
-        self.shape: dict[str, Any] = {}
+    def __init__(self, graph: IrGraph, kernels: list[ManifestKernel]) -> None:
+        self.shape: dict[str, Shape | None] = {}
         self.dtype: dict[str, str | None] = {}
         self.owner: dict[str, str | None] = {}
         self.role: dict[str, str] = {}
@@ -127,7 +129,14 @@ class _GraphFacts:
             self.shape[node["name"]] = node.get("shape")
             self.dtype[node["name"]] = node.get("dtype")
 
-    def _place_weights(self, graph: Mapping[str, Any], kernels: list[Mapping[str, Any]]) -> None:
+    def dims(self, name: str) -> Shape:
+        """The shape of a value that is one tensor (ValueError for a tuple's or an unknown)."""
+        shape = self.shape[name]
+        if shape is None:
+            raise ValueError(f"value {name} has no single tensor shape")
+        return shape
+
+    def _place_weights(self, graph: IrGraph, kernels: list[ManifestKernel]) -> None:
         """A resident parameter (and its optimizer state) lives in the kernel that lists it."""
         home = {p: k["id"] for k in kernels for p in k.get("weights") or []}
         source_home = {}
@@ -141,21 +150,22 @@ class _GraphFacts:
                 self.owner[inp["name"]] = source_home.get(param)
 
 
-def _refs(value: Any) -> Any:
+def _refs(value: JsonValue) -> Iterator[str]:
     if isinstance(value, list):
         for v in value:
             yield from _refs(v)
     elif isinstance(value, dict):
-        if "ref" in value and len(value) == 1:
-            yield value["ref"]
+        ref = ref_name(value)
+        if ref is not None:
+            yield ref
         else:
             for v in value.values():
                 yield from _refs(v)
 
 
 def build_plan(
-    graph: Mapping[str, Any],
-    kernels: list[Mapping[str, Any]],
+    graph: IrGraph,
+    kernels: list[ManifestKernel],
     *,
     fp16: bool,
     weight_streaming: bool,
@@ -175,7 +185,7 @@ def build_plan(
     rects: dict[str, Rect] = {k["id"]: tuple(int(v) for v in k["rect"]) for k in kernels}  # type: ignore[misc]
     flops = {k["id"]: int(k.get("flops") or 0) for k in kernels}
     whole: Rect = (0, 0, region_shape[0], region_shape[1])
-    nodes_of: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    nodes_of: dict[str, list[IrNode]] = defaultdict(list)
     for node in graph["nodes"]:
         nodes_of[facts.owner[node["name"]] or "_"].append(node)
     order = list(dict.fromkeys(facts.owner[n["name"]] or "_" for n in graph["nodes"]))
@@ -207,7 +217,7 @@ def _offload(
     plan: TimingPlan,
     kid: str,
     rect: Rect,
-    nodes: list[Mapping[str, Any]],
+    nodes: list[IrNode],
     facts: _GraphFacts,
     fp16: bool,
     *,
@@ -232,7 +242,7 @@ def _inbound(
     plan: TimingPlan,
     kid: str,
     rect: Rect,
-    nodes: list[Mapping[str, Any]],
+    nodes: list[IrNode],
     facts: _GraphFacts,
     rects: Mapping[str, Rect],
     whole: Rect,
@@ -276,7 +286,7 @@ def _inbound(
 
 
 def _collectives(
-    plan: TimingPlan, kid: str, rect: Rect, node: Mapping[str, Any], facts: _GraphFacts, fp16: bool
+    plan: TimingPlan, kid: str, rect: Rect, node: IrNode, facts: _GraphFacts, fp16: bool
 ) -> None:
     """SUMMA broadcasts of a distributed matmul/convolution; row reductions of reducing ops."""
     target = node["target"]
@@ -284,7 +294,7 @@ def _collectives(
     refs = list(_refs(node.get("args", [])))
     if target in MATMUL_OPS:
         a, b = (refs[1], refs[2]) if target == "aten.addmm.default" else (refs[0], refs[1])
-        a_shape, b_shape = facts.shape[a], facts.shape[b]
+        a_shape, b_shape = facts.dims(a), facts.dims(b)
         batch = _numel(a_shape[:-2]) or 1
         m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
         _summa(plan, kid, rect, batch, m, k, n, 0.5 if fp16 else 1.0)
@@ -318,20 +328,29 @@ _NORM_OPS = {
 }
 
 
-def _reduced_count(node: Mapping[str, Any], facts: _GraphFacts) -> int:
+def _ints(values: list[JsonValue]) -> list[int]:
+    """An int-list argument's items (ValueError for any other item)."""
+    if not all(isinstance(v, int) for v in values):
+        raise ValueError(f"expected a list of ints, found {values!r}")
+    return [int(v) for v in values if isinstance(v, int)]
+
+
+def _reduced_count(node: IrNode, facts: _GraphFacts) -> int:
     """How many partial results a reducing op combines across PEs: one per reduced row."""
     args = node.get("args", [])
     target = node["target"]
     if target in BATCH_NORM_OPS:  # two partial sums per channel
-        shape = facts.shape[args[1 if target.endswith("backward.default") else 0]["ref"]]
+        shape = facts.shape[ref_of(args[1 if target.endswith("backward.default") else 0])]
         return 2 * (shape[1] if shape and len(shape) > 1 else 1)
     if target in _ROW_OPS or target in _NORM_OPS:
         data_index, axis_index = _ROW_OPS.get(target) or _NORM_OPS[target]
-        shape = facts.shape[args[data_index]["ref"]]
-        if target in _ROW_OPS:
-            rows: int = _numel(shape) // max(1, shape[int(args[axis_index])])
-            return rows
-        return _numel(shape) // max(1, _numel(args[axis_index]))
+        name, axis = ref_of(args[data_index]), args[axis_index]
+        if target in _ROW_OPS:  # axis: the reduced dim
+            if isinstance(axis, int):
+                return _numel(facts.shape[name]) // max(1, facts.dims(name)[axis])
+        elif isinstance(axis, list):  # axis: the normalized shape
+            return _numel(facts.shape[name]) // max(1, math.prod(_ints(axis)))
+        raise ValueError(f"{node['name']} ({target}) has no axis or normalized shape: {axis!r}")
     out = node.get("shape") if node.get("shape") is not None else (node.get("shapes") or [[1]])[0]
     return max(1, _numel(out))
 
@@ -359,7 +378,7 @@ def _summa(
 
 def _finish(
     plan: TimingPlan,
-    graph: Mapping[str, Any],
+    graph: IrGraph,
     facts: _GraphFacts,
     rects: Mapping[str, Rect],
     whole: Rect,
