@@ -11,17 +11,21 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from sqlalchemy import Table, insert, select
 from sqlalchemy.orm import Session
 
 from sam_domain.compile import compile_inputs
+from sam_domain.json_value import JsonValue
 from sam_server.db.models import Job, JobArray, JobEvent
 from sam_server.errors import InvalidSpec
+
+PlaceholderTree = dict[str | int, "PlaceholderTree | None"]
+"""Where a spec's placeholders are: {key or list index: subtree, or None at a value holding one}."""
 
 # Slurm's default MaxArraySize is 1001; SAM's sweeps are cheap rows, so it allows more (the
 # setting max_array_tasks; MAX_ARRAY_TASKS is its default).
@@ -86,12 +90,18 @@ def split_task_id(job_id: str) -> tuple[str, int] | None:
     return (match.group("array"), int(match.group("task"))) if match else None
 
 
-def has_placeholders(spec: Any) -> bool:
+def has_placeholders(spec: JsonValue) -> bool:
     """Whether any value of `spec` names `${SAM_ARRAY_TASK_ID}` (or JOB_ID, TASK_COUNT)."""
     return bool(_PLACEHOLDER.search(json.dumps(spec)))
 
 
-def substitute(spec: Any, values: dict[str, str], *, key: str | None = None) -> Any:
+@overload
+def substitute(
+    spec: dict[str, JsonValue], values: dict[str, str], *, key: str | None = None
+) -> dict[str, JsonValue]: ...
+@overload
+def substitute(spec: JsonValue, values: dict[str, str], *, key: str | None = None) -> JsonValue: ...
+def substitute(spec: JsonValue, values: dict[str, str], *, key: str | None = None) -> JsonValue:
     """`spec` with every `${SAM_ARRAY_*}` in its values replaced. A value that becomes a number
     (`${SAM_ARRAY_TASK_ID}`, `1e-${SAM_ARRAY_TASK_ID}`) becomes that number, except `name`."""
     if isinstance(spec, dict):
@@ -101,12 +111,13 @@ def substitute(spec: Any, values: dict[str, str], *, key: str | None = None) -> 
     return _substitute_value(spec, values, key)
 
 
-def placeholder_tree(spec: Any) -> dict[Any, Any] | None:
+def placeholder_tree(spec: JsonValue) -> PlaceholderTree | None:
     """Where `spec`'s placeholders are: {key or list index: subtree, or None at a value that
     holds one}; None when there is none. `substitute_tree` then copies only those branches."""
     if isinstance(spec, dict | list):
+        items: Iterable[tuple[str | int, JsonValue]]
         items = spec.items() if isinstance(spec, dict) else enumerate(spec)
-        tree: dict[Any, Any] = {}
+        tree: PlaceholderTree = {}
         for k, v in items:
             if isinstance(v, dict | list):
                 sub = placeholder_tree(v)
@@ -118,21 +129,36 @@ def placeholder_tree(spec: Any) -> dict[Any, Any] | None:
     return None
 
 
-def substitute_tree(spec: Any, tree: dict[Any, Any], values: dict[str, str]) -> Any:
+def substitute_tree(spec: JsonValue, tree: PlaceholderTree, values: dict[str, str]) -> JsonValue:
     """What `substitute(spec, values)` gives, for the `placeholder_tree(spec)` of `spec`: the
     branches without placeholders are shared with `spec`, not copied (an array's 10,000 tasks
     each need their own values, not their own copy of the whole spec)."""
-    copy: Any = dict(spec) if isinstance(spec, dict) else list(spec)
-    for k, sub in tree.items():
-        key = k if isinstance(spec, dict) else None
-        if sub is None:
-            copy[k] = _substitute_value(spec[k], values, key)
-        else:
-            copy[k] = substitute_tree(spec[k], sub, values)
-    return copy
+    if isinstance(spec, dict):
+        copy = dict(spec)
+        for k, sub in tree.items():
+            key = str(k)
+            copy[key] = _substituted(spec[key], sub, values, key)
+        return copy
+    if isinstance(spec, list):
+        items = list(spec)
+        for k, sub in tree.items():
+            items[int(k)] = _substituted(spec[int(k)], sub, values, None)
+        return items
+    return spec
 
 
-def _substitute_value(spec: Any, values: dict[str, str], key: str | None) -> Any:
+def _substituted(
+    value: JsonValue, sub: PlaceholderTree | None, values: dict[str, str], key: str | None
+) -> JsonValue:
+    """One branch of `substitute_tree`: a value that holds a placeholder, or a subtree."""
+    return (
+        _substitute_value(value, values, key)
+        if sub is None
+        else substitute_tree(value, sub, values)
+    )
+
+
+def _substitute_value(spec: JsonValue, values: dict[str, str], key: str | None) -> JsonValue:
     if not isinstance(spec, str) or "${" not in spec:
         return spec
     text = _PLACEHOLDER.sub(lambda m: values[m.group(1)], spec)
@@ -140,9 +166,10 @@ def _substitute_value(spec: Any, values: dict[str, str], key: str | None) -> Any
         return text
     for kind in (int, float):
         try:
-            return kind(text)
+            number: int | float = kind(text)
         except ValueError:
             continue
+        return number
     return text
 
 
@@ -182,9 +209,9 @@ def add_array(
 
 def insert_tasks(
     session: Session,
-    constant: dict[str, Any],
+    constant: Mapping[str, object],
     varying: Sequence[str],
-    rows: list[tuple[Any, ...]],
+    rows: Sequence[tuple[object, ...]],
 ) -> None:
     """Tasks of an array in one bulk statement: `rows` hold each task's `varying` column
     values (its spec as JSON text), `constant` the values all tasks share."""
@@ -192,16 +219,18 @@ def insert_tasks(
     insert_rows(session, table, constant, varying, rows, text_keys=frozenset({"spec"}))
 
 
-def insert_events(session: Session, constant: dict[str, Any], rows: list[tuple[str, str]]) -> None:
+def insert_events(
+    session: Session, constant: Mapping[str, object], rows: list[tuple[str, str]]
+) -> None:
     """Each task's `submitted` event: `rows` are (job_id, reason)."""
     insert_rows(session, cast(Table, JobEvent.__table__), constant, ("job_id", "reason"), rows)
 
 
-def placeholders_reach_compile(spec: dict[str, Any]) -> bool:
+def placeholders_reach_compile(spec: Mapping[str, JsonValue]) -> bool:
     """Whether a `${SAM_ARRAY_*}` sits in a value that feeds the compile key (its inputs, or what
     sets the region's shape: the resources but their time limit, `pes`, `region`): if not,
     every task shares the first task's compiled program."""
-    feeding: dict[str, Any] = {**compile_inputs(spec), "pes": spec.get("pes")}
+    feeding: dict[str, JsonValue] = {**compile_inputs(spec), "pes": spec.get("pes")}
     feeding["region"] = spec.get("region")
     resources = spec.get("resources")
     if isinstance(resources, dict):
@@ -214,9 +243,9 @@ def placeholders_reach_compile(spec: dict[str, Any]) -> bool:
 def insert_rows(
     session: Session,
     table: Table,
-    constant: dict[str, Any],
+    constant: Mapping[str, object],
     varying: Sequence[str],
-    rows: list[tuple[Any, ...]],
+    rows: Sequence[tuple[object, ...]],
     *,
     text_keys: frozenset[str] = frozenset(),
 ) -> None:
@@ -254,22 +283,23 @@ def insert_rows(
         f"({', '.join(preparer.quote(c) for c in columns)}) VALUES ({', '.join(values)})"
     )
     extra = tuple(fixed[k] for k in params)
-    batch: Any = [row + extra for row in rows] if extra else rows
+    batch: Sequence[tuple[object, ...]] | list[dict[str, object]]
+    batch = [row + extra for row in rows] if extra else rows
     if dialect.paramstyle != "qmark":
         batch = [{str(i): v for i, v in enumerate(row)} for row in batch]
     conn.exec_driver_sql(sql, batch)
 
 
-def _ready(fn: Any, value: Any) -> Any:
+def _ready(fn: Callable[[object], object] | None, value: object) -> object:
     return fn(value) if fn is not None and value is not None else value
 
 
 def _copy_rows(
     conn: Any,
     table: Table,
-    fixed: dict[str, Any],
+    fixed: dict[str, object],
     varying: Sequence[str],
-    rows: list[tuple[Any, ...]],
+    rows: Sequence[tuple[object, ...]],
 ) -> bool:
     """COPY the rows as one text stream (PostgreSQL); False (nothing sent) when a value has no
     COPY text form here, for the caller's INSERT instead."""
@@ -289,7 +319,7 @@ def _copy_rows(
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
-def _copy_text(value: Any) -> str:
+def _copy_text(value: object) -> str:
     """A value in PostgreSQL's COPY text format; TypeError for a type not handled here."""
     if value is None:
         return "\\N"
@@ -297,13 +327,13 @@ def _copy_text(value: Any) -> str:
         return "t" if value else "f"
     kind = type(value)
     if kind is str:  # exactly str (a subclass goes the generic way below)
-        text: str = value
+        text = str(value)  # the same object
         if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
             return text.translate(_COPY_ESCAPES)
         return text
     if kind is int:
         return str(value)
-    if kind is float and math.isfinite(value):
+    if kind is float and isinstance(value, float) and math.isfinite(value):
         return repr(value)
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.isoformat()
@@ -315,7 +345,7 @@ def _copy_text(value: Any) -> str:
     raise TypeError(f"no COPY text for {kind.__name__}")
 
 
-def _sql_literal(value: Any) -> str | None:
+def _sql_literal(value: object) -> str | None:
     """`value` as an SQL literal, or None to send it as a parameter instead."""
     if value is None:
         return "NULL"
