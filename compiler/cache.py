@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,26 @@ def _scoped(body: dict[str, Any], namespace: str | None) -> dict[str, Any]:
     return body if namespace is None else dict(body, namespace=namespace)
 
 
+def _sources(
+    body: dict[str, Any], spec: dict[str, Any], datasets: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """`body` with what the trace reads besides the uploaded files: the project (its digest: a
+    runner job's model.py or data_utils.py is in the project, not in `files`) and the data sets
+    a runner job's script reads at compile (their resolved folders, `dataset_fingerprint`).
+    Neither set keeps the old keys."""
+    if spec.get("project"):
+        body = dict(body, project=spec["project"])
+    if datasets:
+        body = dict(body, datasets=dict(sorted(datasets.items())))
+    return body
+
+
+def dataset_fingerprint(datasets: Mapping[str, Path] | None) -> dict[str, str]:
+    """{name: resolved folder} of the data sets bound at compile: `sam data put` stores each
+    version of a data set under its own digest, so a replaced one resolves elsewhere."""
+    return {name: str(Path(path).resolve()) for name, path in (datasets or {}).items()}
+
+
 def request_key(
     spec: dict[str, Any],
     files: dict[str, str],
@@ -51,6 +72,7 @@ def request_key(
     arch: str,
     mode: str,
     namespace: str | None = None,
+    datasets: Mapping[str, str] | None = None,
 ) -> str:
     """First-level key: a hash of the request, computable in well under a millisecond.
 
@@ -67,21 +89,32 @@ def request_key(
         "compiler": COMPILER_VERSION,
         "torch": torch_version(),
     }
+    body = _sources(body, spec, datasets)
     return hashlib.sha256(canonical_json(_scoped(body, namespace)).encode()).hexdigest()
 
 
 _STEP_OPTIONS = ("fp16_enabled", "_micro_batches")
 
 
-def trace_key(spec: dict[str, Any], files: dict[str, str], namespace: str | None = None) -> str:
+def trace_key(
+    spec: dict[str, Any],
+    files: dict[str, str],
+    namespace: str | None = None,
+    datasets: Mapping[str, str] | None = None,
+) -> str:
     """Hash of what tracing depends on: the model, data and train sections and the files."""
+    traced: dict[str, Any] = {s: spec.get(s) for s in ("model", "data", "train")}
+    if spec.get("entry"):  # a runner job's script and epochs (its schedule spans them)
+        sections = compile_sections(spec)
+        traced.update(entry=sections["entry"], epochs=sections["epochs"])
     body = {
-        "spec": {s: spec.get(s) for s in ("model", "data", "train")},
+        "spec": traced,
         # fp16 turns loss scaling on and micro-batching changes the traced shapes
         "step": {k: (spec.get("compile_options") or {}).get(k) for k in _STEP_OPTIONS},
         "files": dict(sorted(files.items())),
         "compiler": COMPILER_VERSION,
     }
+    body = _sources(body, spec, datasets)
     return hashlib.sha256(canonical_json(_scoped(body, namespace)).encode()).hexdigest()
 
 

@@ -56,6 +56,7 @@ def compile_job(
     limits: SandboxLimits | None = None,
     namespace: str | None = None,
     project: Path | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> CompileResult:
     """Compile spec's training step for a rows x cols region; raises CompileError subclasses.
 
@@ -65,6 +66,9 @@ def compile_job(
     namespace are never reused, so `cache_hit` says nothing about what other tenants compiled.
     project: the job's project folder (read-only at /job/src in the sandbox; the spec's
     `project` digest names it, so it is part of the cache key).
+    datasets: {name: host folder} bound read-only at /datasets/NAME in the trace's sandbox: a
+    runner job's script reads its first batch there (docs/runner.md); their resolved folders are
+    part of the cache key.
     A cached artifact is checked against its hashes first; a corrupt one is set aside and
     recompiled.
     """
@@ -74,8 +78,9 @@ def compile_job(
     region = (int(region[0]), int(region[1]))
     arch_name = _arch_name(spec, arch)
     _check_spec(spec, files, region)
+    where = compile_cache.dataset_fingerprint(datasets)
     req_key = compile_cache.request_key(
-        spec, files, region, arch_name, "validate" if validate else "compile", namespace
+        spec, files, region, arch_name, "validate" if validate else "compile", namespace, where
     )
     entry = compile_cache.read_index(cache_dir, req_key)
     if entry is not None and _intact(entry, cache_dir):
@@ -92,6 +97,7 @@ def compile_job(
             (req_key, namespace),
             start,
             project,
+            datasets,
         )
     except (UnsupportedOperator, CompileOOM) as exc:
         # Deterministic verdicts are cached too, so a resubmitted job fails in milliseconds.
@@ -147,11 +153,12 @@ def _compile(
     keys: tuple[str, str | None],
     start: float,
     project: Path | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> CompileResult:
     from compiler.planner import compile_options, plan_compile
 
     req_key, namespace = keys
-    graph, tensors, trace_info = trace_job(spec, files, limits, namespace, project)
+    graph, tensors, trace_info = trace_job(spec, files, limits, namespace, project, datasets)
     options = compile_options(spec)
     graph, recomputed = _recomputed(graph, options)
     budget = None
@@ -159,11 +166,15 @@ def _compile(
         from compiler.micro_batching import fit_budget
 
         def retrace(trial: dict[str, Any]) -> dict[str, Any]:
-            return _recomputed(trace_job(trial, files, limits, namespace, project)[0], options)[0]
+            return _recomputed(
+                trace_job(trial, files, limits, namespace, project, datasets)[0], options
+            )[0]
 
         spec, graph, budget = fit_budget(spec, graph, options, region[0] * region[1], retrace)
         if budget.micro_batches > 1:
-            graph, tensors, trace_info = trace_job(spec, files, limits, namespace, project)
+            graph, tensors, trace_info = trace_job(
+                spec, files, limits, namespace, project, datasets
+            )
             options = compile_options(spec)
             graph, recomputed = _recomputed(graph, options)
     key = compile_cache.content_key(graph, tensors, options, arch_name, region, namespace)
@@ -240,20 +251,22 @@ def trace_job(
     limits: SandboxLimits | None = None,
     namespace: str | None = None,
     project: Path | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info), traced in a sandbox (`compiler.sandbox.run_trace`).
 
     The last few traces are remembered by a hash of the traced spec sections and files, so
     compiling one model for several regions or options traces it once per process.
     """
-    key = compile_cache.trace_key(spec, files, namespace)
+    where = compile_cache.dataset_fingerprint(datasets)
+    key = compile_cache.trace_key(spec, files, namespace, where)
     if (spec.get("model") or {}).get("factory"):  # what the factory may name is part of it
         key += ":" + ",".join((limits or SandboxLimits()).factory_packages)
     if key in _TRACES:
         _TRACES.move_to_end(key)
         graph, tensors, info = _TRACES[key]
         return copy.deepcopy(graph), tensors, dict(info)
-    graph, tensors, info = _trace_uncached(spec, files, limits, project)
+    graph, tensors, info = _trace_uncached(spec, files, limits, project, datasets)
     _TRACES[key] = (copy.deepcopy(graph), tensors, dict(info))
     while len(_TRACES) > 8:
         _TRACES.popitem(last=False)
@@ -265,11 +278,12 @@ def _trace_uncached(
     files: dict[str, str],
     limits: SandboxLimits | None,
     project: Path | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     from compiler.sandbox import run_trace
 
     traced: tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]] = run_trace(
-        spec, files, limits, project=project
+        spec, files, limits, project=project, datasets=datasets
     )
     return traced
 

@@ -43,17 +43,33 @@ class _Done(BaseException):
 class _Backend:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
-        self.batch_size = int(spec["data"]["batch_size"])
+        data = spec["data"]
+        self.batch_size = int(data["batch_size"])
+        # the data sets bound at /datasets/NAME (sam.dataset_path); `dataset` first, as RunSpec
+        named = ([data["dataset"]] if data.get("dataset") else []) + list(
+            data.get("datasets") or []
+        )
+        self.datasets = tuple(dict.fromkeys(str(n) for n in named))
         run = spec.get("run_options") or {}
         self.num_epochs = int(run.get("num_epochs") or 1)
         self.steps_per_epoch = int(run.get("steps_per_epoch") or 1)
 
-    def batches(self, train_data_fn: Callable[[], Any], epoch: int) -> Any:
-        """The first steps_per_epoch batches of a fresh train_data_fn() iterable, as pairs."""
+    def loader(self, train_data_fn: Callable[[], Any]) -> Any:
+        """A fresh train_data_fn() iterable."""
         try:
-            iterable = iter(train_data_fn())
+            return train_data_fn()
         except Exception as exc:
             raise user_code_error("calling train_data_fn()", exc) from exc
+
+    def batches(self, train_data_fn: Callable[[], Any], epoch: int, loader: Any = None) -> Any:
+        """The first steps_per_epoch batches of a fresh train_data_fn() iterable (or of
+        `loader`), as pairs."""
+        try:
+            iterable = iter(self.loader(train_data_fn) if loader is None else loader)
+        except CompileError:
+            raise
+        except Exception as exc:
+            raise user_code_error("iterating train_data_fn()", exc) from exc
         for index in range(self.steps_per_epoch):
             try:
                 batch = next(iterable)
@@ -98,7 +114,14 @@ class CaptureBackend(_Backend):
     ) -> Any:
         from compiler.step_capture import capture_train_step
 
-        inputs, labels = next(iter(self.batches(train_data_fn, 0)))
+        loader = self.loader(train_data_fn)
+        # a short last batch is refused here, before any wafer time (the data sandbox would
+        # meet it only at the end of the first epoch)
+        short = importlib.import_module("sam.batches").short_batch_problem
+        problem = short(loader, self.batch_size, self.steps_per_epoch)
+        if problem:
+            raise ModelError(problem)
+        inputs, labels = next(iter(self.batches(train_data_fn, 0, loader)))
         self.traced = capture_train_step(
             runner.model,
             runner.optimizer,

@@ -11,6 +11,7 @@ from sam_domain.compile import CompiledArtifact
 from sam_domain.run import RunSpec
 from sam_server.config import Settings
 from sam_server.errors import SamError
+from sam_server.services.datasets import dataset_mounts
 from sam_server.services.lifecycle import Claim
 from sam_server.services.uploads import project_dir
 
@@ -32,6 +33,14 @@ def job_project(claim: Claim, settings: Settings) -> Path | None:
     return project_dir(settings, claim.tenant, str(digest))
 
 
+def runner_datasets(claim: Claim, settings: Settings) -> dict[str, Path]:
+    """The data sets a runner job names, bound in its compile sandbox too: its script runs there
+    up to its first batch (docs/runner.md). A model job's compile never reads data."""
+    if not claim.spec.get("entry"):
+        return {}
+    return dataset_mounts(settings, claim.tenant, list(RunSpec.of(claim.spec).datasets))
+
+
 def run_compile(
     claim: Claim, settings: Settings
 ) -> tuple[CompiledArtifact | None, tuple[str, str] | None]:
@@ -43,7 +52,8 @@ def run_compile(
     root = artifact_root(settings)
     try:
         project = job_project(claim, settings)
-    except SamError as exc:  # the project was removed since the submit
+        datasets = runner_datasets(claim, settings)
+    except SamError as exc:  # the project or a data set was removed since the submit
         return None, ("invalid_spec", str(exc))
     try:
         result = compiler.compile_job(
@@ -55,6 +65,7 @@ def run_compile(
             mode=wanted.mode,
             namespace=f"tenant-{claim.tenant_id}",
             project=project,
+            datasets=datasets,
             limits=SandboxLimits(factory_packages=tuple(settings.model_factory_packages)),
         )
     except CompileError as exc:

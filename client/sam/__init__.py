@@ -5,6 +5,6 @@ script's folder to SAM, or trains in eager PyTorch with `local=True` / SAM_RUNNE
 """
 
 from .result import RunnerError, RunResult
-from .runner import Runner
+from .runner import Runner, dataset_path
 
-__all__ = ["Runner", "RunnerError", "RunResult"]
+__all__ = ["Runner", "RunnerError", "RunResult", "dataset_path"]

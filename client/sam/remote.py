@@ -19,6 +19,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import datasets
+from .batches import short_batch_problem
 from .result import RunnerError, RunResult
 
 if TYPE_CHECKING:
@@ -61,27 +63,12 @@ def resolved_epochs(
     return int(epochs), int(steps)
 
 
-def check_whole_batches(loader: Any, batch_size: int) -> None:
+def check_whole_batches(loader: Any, batch_size: int, steps: int | None = None) -> None:
     """A wafer step is compiled for one batch shape: a DataLoader whose last batch is short is
     refused before anything is sent."""
-    dataset = getattr(loader, "dataset", None)
-    size = getattr(loader, "batch_size", None)
-    drop_last = getattr(loader, "drop_last", False)
-    try:
-        rows = len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        return
-    if size is not None and size != batch_size:
-        raise RunnerError(
-            f"train_data_fn()'s DataLoader has batch_size {size}, but the job is compiled for "
-            f"runner.batch_size {batch_size}; pass batch_size=runner.batch_size"
-        )
-    if size and not drop_last and rows % size:
-        raise RunnerError(
-            f"the data set has {rows} rows, so each epoch's last batch would have {rows % size} "
-            f"rows, not {size}: a wafer step is compiled for one batch shape. Pass "
-            "drop_last=True to the DataLoader (or a batch_size that divides the data set)"
-        )
+    problem = short_batch_problem(loader, batch_size, steps)
+    if problem:
+        raise RunnerError(problem)
 
 
 def job_spec(
@@ -91,11 +78,20 @@ def job_spec(
     from client.cerebras_config import config_sections, merge_config
     from client.errors import JobSpecError
 
+    unnamed = sorted(datasets.asked - set(runner.datasets))
+    if unnamed:
+        raise RunnerError(
+            f"the script reads data set(s) {unnamed} (dataset_path) but the job would not name "
+            f"them: pass Runner(..., datasets={unnamed!r})"
+        )
     rel = script.relative_to(root).as_posix()
+    data: dict[str, Any] = {"batch_size": runner.batch_size}
+    if runner.datasets:
+        data["datasets"] = list(runner.datasets)
     spec: dict[str, Any] = {
         "name": rel,
         "entry": {"script": rel, "args": list(sys.argv[1:])},
-        "data": {"batch_size": runner.batch_size},
+        "data": data,
         "run_options": {"num_epochs": num_epochs, "steps_per_epoch": steps_per_epoch},
     }
     try:

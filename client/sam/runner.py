@@ -26,16 +26,20 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import datasets as _datasets
 from .result import RunnerError
 
 MODES = ("local", "remote")
 DEFAULT_BATCH_SIZE = 32
+DATASETS_ROOT = "/datasets"  # where a job's data sets are bound in SAM's sandboxes
+LOCAL_DATASETS_ENV = "SAM_DATASETS"  # the login node's folder of data sets, one folder each
 
 
 class Backend(Protocol):
     """What a SAM sandbox installs to take over `Runner.train` (capture the step, feed batches)."""
 
     batch_size: int
+    datasets: tuple[str, ...]  # the data sets the job names
 
     def train(
         self,
@@ -69,6 +73,7 @@ class Runner:
         scheduler: Any = None,
         local: bool = False,
         wait: bool | None = None,
+        datasets: list[str] | dict[str, str | os.PathLike[str]] | None = None,
     ) -> None:
         if model is None or not callable(model) or not hasattr(model, "state_dict"):
             raise RunnerError("Runner(model=...) takes the torch.nn.Module to train")
@@ -84,6 +89,11 @@ class Runner:
         self.raw_config, self.config = read_runner_config(self.config_path)
         self.local = local
         self.wait = wait
+        self.datasets = _datasets.names_of(datasets)
+        if isinstance(datasets, dict):
+            _datasets.local_copies.update(
+                {n: Path(p).expanduser() for n, p in datasets.items() if p}
+            )
 
     @property
     def mode(self) -> str:
@@ -151,6 +161,32 @@ class Runner:
                 "keep one"
             )
         return given if given is not None else configured
+
+
+def dataset_path(name: str) -> Path:
+    """The folder of data set `name` wherever the script runs (docs/runner.md, "Data sets"):
+    /datasets/NAME in SAM's sandboxes (the job names it: Runner(datasets=[NAME])); on this
+    machine (local=True, or before a submit) its copy here: Runner(datasets={NAME: folder}),
+    else $SAM_DATASETS/NAME."""
+    if _backend is not None:
+        named = tuple(getattr(_backend, "datasets", ()) or ())
+        if name not in named:
+            raise RunnerError(
+                f"data set {name!r} is not one the job names ({', '.join(named) or 'none'}); "
+                f"pass Runner(..., datasets=[{name!r}])"
+            )
+        return Path(DATASETS_ROOT) / name
+    _datasets.asked.add(name)
+    if name in _datasets.local_copies:
+        return _datasets.local_copies[name]
+    root = os.environ.get(LOCAL_DATASETS_ENV, "").strip()
+    if root:
+        return Path(root).expanduser() / name
+    raise RunnerError(
+        f"data set {name!r} has no copy on this machine: set {LOCAL_DATASETS_ENV} to a folder "
+        f"holding a folder {name}/ (as `sam data put {name}` took it), or pass "
+        f"Runner(datasets={{{name!r}: 'path/to/{name}'}}); on SAM it is {DATASETS_ROOT}/{name}"
+    )
 
 
 def read_runner_config(path: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:

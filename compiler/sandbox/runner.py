@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 
 from compiler.errors import CompileError, ModelError, error_from_dict
 from compiler.sandbox import launcher, warm
-from compiler.sandbox.jobdir import child_argv, link_project, make_scratch, mounts
+from compiler.sandbox.jobdir import (
+    child_argv,
+    dataset_binds,
+    link_project,
+    make_scratch,
+    mounts,
+)
 from compiler.sandbox.limits import SandboxLimits, SandboxUnavailable
 from compiler.user_code import write_sources
 
@@ -68,12 +74,14 @@ def run_task(
     collect: Callable[[Path, dict[str, Any]], T] | None = None,
     *,
     project: Path | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> T | dict[str, Any]:
     """Run `task` in a fresh sandbox (the job's `project` folder read-only at /job/src) and wait
     for it; every process it started is dead when this returns. Returns collect(out_dir, result) (or the result dict); raises the CompileError the
     task reported, ModelError when it died or ran out of wall time, SandboxUnavailable."""
     limits = limits or SandboxLimits()
-    slot = warm.take(limits) if task == "trace" else None
+    # a pre-started sandbox has its binds already: data sets need a fresh one
+    slot = warm.take(limits) if task == "trace" and not datasets else None
     scratch = slot.scratch if slot else prepare(task, payload, files, None)
     try:
         if slot:  # a sandbox started earlier, torch imported, that waits for its one task
@@ -85,7 +93,7 @@ def run_task(
             running = slot.go()
         else:
             with open(scratch / "stderr.txt", "wb") as stderr:
-                binds = mounts(scratch, project)
+                binds = mounts(scratch, project) + dataset_binds(datasets or {})
                 running = launcher.start(child_argv(), binds, limits, None, stderr)
         try:
             returncode, problem = launcher.wait_checked(running, scratch / "out", limits)

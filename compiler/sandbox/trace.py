@@ -26,9 +26,11 @@ def run_trace(
     limits: SandboxLimits | None = None,
     *,
     project: Path | None = None,
+    datasets: dict[str, Path] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info) of the spec's model (built-in or uploaded), traced in a
-    sandbox (with the job's `project` folder at /job/src); raises ModelError (or what the trace
+    sandbox (with the job's `project` folder at /job/src, and the `datasets` a runner job's
+    script reads at /datasets/NAME); raises ModelError (or what the trace
     reported) and SandboxUnavailable."""
     limits = limits or SandboxLimits()
 
@@ -37,7 +39,7 @@ def run_trace(
         return graph, _load_tensors(out / "init.npz", graph, limits.file_bytes)
 
     payload = {"spec": spec, "factory_packages": list(limits.factory_packages)}
-    traced = run_task("trace", payload, files, limits, collect, project=project)
+    traced = run_task("trace", payload, files, limits, collect, project=project, datasets=datasets)
     assert isinstance(traced, tuple)
     graph, tensors = traced
     return graph, tensors, {"sandboxed": True, "network_isolation": "netns+seccomp"}

@@ -131,7 +131,8 @@ class DataSpec(_Strict):
     file: str | None = None
     function: str | None = None
     batch_size: int = Field(default=64, ge=1, le=65536)
-    # Data sets mounted read-only at /datasets/NAME in the data sandbox (docs/data.md).
+    # Data sets mounted read-only at /datasets/NAME in the data sandbox (docs/data.md), read by
+    # a make_batch (source 'file') or a runner job's script (also at its compile, runner.md).
     dataset: str | None = Field(default=None, pattern=DATASET_NAME)
     datasets: list[str] = Field(default_factory=list, max_length=16)
 
@@ -166,9 +167,7 @@ class DataSpec(_Strict):
             )
         if self.source in ("synthetic", "script") and (self.function or self.file):
             raise ValueError("data.file and data.function are only for data.source 'file'")
-        if self.dataset_names():
-            if self.source != "file":
-                raise ValueError("data.dataset is read by a make_batch: set data.source 'file'")
+        if self.dataset_names() and self.source == "file":
             if self.task is None or self.input_shape is None:
                 raise ValueError(
                     "a job naming a data set declares data.task and data.input_shape "
@@ -431,6 +430,11 @@ class JobSpec(_Strict):
         if self.entry is None:
             if self.data.source == "script":
                 raise ValueError("data.source 'script' is a runner job's (give entry.script)")
+            if self.data.dataset_names() and self.data.source != "file":
+                raise ValueError(
+                    "data.dataset is read by a make_batch (set data.source 'file') or by a "
+                    "runner job's script (entry)"
+                )
             return self
         if "train" in self.model_fields_set:
             raise ValueError(
@@ -438,10 +442,6 @@ class JobSpec(_Strict):
             )
         if "source" in self.data.model_fields_set and self.data.source != "script":
             raise ValueError("a runner job's batches come from its script: data.source 'script'")
-        if self.data.dataset_names():
-            raise ValueError(
-                "a runner job cannot name data sets yet; read them in a make_batch job"
-            )
         self.data.source = "script"
         return self
 

@@ -185,3 +185,39 @@ def test_a_script_with_no_reachable_server_says_how_to_train_here(tmp_path: Path
     )
     assert done.returncode == 1
     assert "RunnerError" in done.stderr and "SAM_RUNNER=local" in done.stderr, done.stderr
+
+
+@pytest.fixture
+def fresh_datasets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The login node's data set copies and names asked for, empty for one test."""
+    import sam.datasets
+
+    monkeypatch.setattr(sam.datasets, "local_copies", {})
+    monkeypatch.setattr(sam.datasets, "asked", set())
+    monkeypatch.delenv("SAM_DATASETS", raising=False)
+
+
+def test_a_data_set_is_found_on_the_login_node_and_named_in_the_job(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_datasets: None,
+) -> None:
+    from sam import dataset_path
+    from sam.remote import job_spec
+
+    with pytest.raises(RunnerError, match="SAM_DATASETS to a folder holding a folder digits/"):
+        dataset_path("digits")
+    monkeypatch.setenv("SAM_DATASETS", str(tmp_path))
+    assert dataset_path("digits") == tmp_path / "digits"
+    model = nn.Linear(6, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    kept = Runner(model, nn.CrossEntropyLoss(), optimizer, datasets={"digits": "/srv/d"})
+    assert dataset_path("digits") == Path("/srv/d")  # Runner(datasets={name: folder}) wins
+    script = tmp_path / "train.py"
+    assert job_spec(kept, script, tmp_path, 1, 2)["data"]["datasets"] == ["digits"]
+    # a name the script read but the job would not name is refused before the submit
+    unnamed = Runner(model, nn.CrossEntropyLoss(), optimizer)
+    with pytest.raises(RunnerError, match=r"datasets=\['digits'\]"):
+        job_spec(unnamed, script, tmp_path, 1, 2)
+    with pytest.raises(RunnerError, match="not valid"):
+        Runner(model, nn.CrossEntropyLoss(), optimizer, datasets=["../etc"])

@@ -84,6 +84,11 @@ def test_short_batches_and_scripts_without_train_say_what_to_change(tmp_path: Pa
     spec["run_options"]["steps_per_epoch"] = 4
     with pytest.raises(ModelError, match="batch 3 has 1 rows.*drop_last=True"):
         feed_script(spec, tmp_path, 0, lambda x, y: None)
+    # the compile refuses it first, before any wafer time, with the reason and the fix
+    with pytest.raises(ModelError, match="last batch would have 1 rows.*drop_last=True"):
+        capture_script(spec, tmp_path)
+    spec["run_options"]["steps_per_epoch"] = 3  # the short batch is never reached
+    assert capture_script(spec, tmp_path).graph["inputs"]
     spec = _job(tmp_path)
     (tmp_path / "train.py").write_text("print('no runner here')\n")
     with pytest.raises(ModelError, match="ended without calling runner.train"):
@@ -106,3 +111,12 @@ def test_short_batches_and_scripts_without_train_say_what_to_change(tmp_path: Pa
 def test_a_runner_spec_is_checked(raw: dict, why: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ValueError, match=why):
         JobSpec.model_validate({"name": "t", **raw})
+
+
+def test_a_runner_job_may_name_data_sets_and_a_model_job_reads_them_in_make_batch() -> None:
+    raw = {"name": "t", "entry": {"script": "t.py"}, "data": {"datasets": ["digits"]}}
+    assert JobSpec.model_validate(raw).data.dataset_names() == ["digits"]
+    with pytest.raises(ValueError, match="read by a make_batch"):
+        JobSpec.model_validate(
+            {"name": "t", "model": {"builtin": "mlp"}, "data": {"dataset": "digits"}}
+        )

@@ -135,3 +135,45 @@ def test_the_seed_train_py_trains_on_the_wafer_with_local_losses(
     job_id = ran.stdout.split("Submitted job ")[1].split()[0]
     assert "epoch 2/2: mean loss" in ran.stdout
     np.testing.assert_allclose(_losses(cluster.url, token, job_id), local_losses, rtol=1e-3)
+
+
+def test_a_runner_script_reads_its_data_set_on_the_cluster_as_on_the_login_node(
+    cluster,
+    token: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """`sam data put points` then `python train.py` whose Runner(datasets=["points"]) reads
+    dataset_path("points"): $SAM_DATASETS/points here, /datasets/points in the compile and data
+    sandboxes; the losses are local=True's."""
+    from tests.compiler.test_runner_datasets import _local, _project
+
+    project, data = _project(tmp_path)
+    env = _env(tmp_path, cluster.url, token)
+    put = subprocess.run(
+        [sys.executable, "-c", "from client.entry import main; main()", "data", "put"]
+        + ["points", str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert put.returncode == 0, put.stderr
+    local_losses = _local(project, monkeypatch)
+    env["SAM_DATASETS"] = str(data.parent)  # the login node's copy, for the script's top
+    done = subprocess.run(
+        [sys.executable, "-c", RESULT_DUMP, str(tmp_path / "r.json"), str(tmp_path / "w.pt")],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    returned = json.loads((tmp_path / "r.json").read_text())
+    np.testing.assert_allclose(returned["losses"], local_losses, rtol=1e-3)
+    job = httpx.get(
+        f"{cluster.url}/api/v1/jobs/{returned['job_id']}",
+        headers={"Authorization": f"Bearer {token}"},
+    ).json()
+    assert job["entry"]["script"] == "train.py"  # its args: RESULT_DUMP's own

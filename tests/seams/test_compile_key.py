@@ -83,3 +83,20 @@ def test_a_runner_job_keys_on_its_entry_and_epochs() -> None:
         {**spec, "run_options": {**spec["run_options"], "steps_per_epoch": 8}},
     ):
         assert request_key(changed, files, (8, 8), "wse2", "compile", "1") != key
+
+
+def test_the_project_and_a_runner_jobs_data_sets_change_the_compilers_keys() -> None:
+    """A runner job's model.py lives in its project, not in the files sent with the job."""
+    from compiler.cache import trace_key
+
+    raw = {"name": "r", "entry": {"script": "train.py"}, "project": "a" * 64}
+    spec = JobSpec.model_validate(raw).model_dump(mode="json", by_alias=True)
+    files = {"train.py": "from sam import Runner\n"}
+    other = {**spec, "project": "b" * 64}
+    key = request_key(spec, files, (8, 8), "wse2", "compile", "1")
+    assert request_key(other, files, (8, 8), "wse2", "compile", "1") != key
+    moved = request_key(spec, files, (8, 8), "wse2", "compile", "1", {"d": "/data/v2"})
+    assert moved != key
+    assert trace_key(other, files, "1") != trace_key(spec, files, "1")
+    longer = {**spec, "run_options": {**spec["run_options"], "num_epochs": 5}}
+    assert trace_key(longer, files, "1") != trace_key(spec, files, "1")

@@ -24,7 +24,8 @@ BOUNDARIES = {
     "PROMETHEUS_MULTIPROC_DIR, the variable prometheus_client itself reads",
     "sam_worker/supervisor.py": "`sam up` builds the environment of the processes it starts",
     "client/sam/runner.py": "`from sam import Runner` runs inside the user's own training script, "
-    "a process SAM does not start: SAM_RUNNER=local is the switch it reads there",
+    "a process SAM does not start: SAM_RUNNER=local is the switch it reads there, and "
+    "SAM_DATASETS the login node's folder of data set copies (docs/runner.md)",
     "client/sam/remote.py": "the script `sam run` starts learns its options there from "
     "SAM_RUN_WAIT and SAM_RUN_SPEC (docs/runner.md)",
     "client/commands/run.py": "`sam run` builds the environment of the training script it starts "
