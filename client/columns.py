@@ -14,7 +14,7 @@ import click
 
 from client.output import render_table
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Column:
     """One column a listing can show: its name (also the header) and how to get its value."""
 
     name: str
-    value: Callable[[dict[str, Any]], Any]
+    value: Callable[[dict[str, Any]], object]
     help: str = ""
 
 
@@ -32,10 +32,10 @@ class Selected:
     width: int | None
 
 
-def field(key: str, within: str | None = None) -> Callable[[dict[str, Any]], Any]:
+def field(key: str, within: str | None = None) -> Callable[[dict[str, Any]], object]:
     """A column value: `item[key]`, or `item[within][key]` (None when absent)."""
 
-    def value(item: dict[str, Any]) -> Any:
+    def value(item: dict[str, Any]) -> object:
         source = (item.get(within) or {}) if within else item
         return source.get(key) if isinstance(source, dict) else None
 
@@ -95,7 +95,7 @@ def render_csv(
     return out.getvalue().rstrip("\n")
 
 
-def _fit(value: Any, width: int | None) -> Any:
+def _fit(value: object, width: int | None) -> object:
     if width is None or value is None:
         return value
     text = str(value)

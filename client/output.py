@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 TYPE_CHECKING = False  # typing's import is spared on a short command's path (client.fastqueue)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any
+    from collections.abc import Mapping, Sequence
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
 
@@ -42,7 +41,7 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape_char, text)
 
 
-def dump_data(data: Any, fmt: str) -> str:
+def dump_data(data: object, fmt: str) -> str:
     """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`)."""
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=False, default=str)
@@ -55,7 +54,7 @@ def dump_data(data: Any, fmt: str) -> str:
 
 
 def render_table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, no_headers: bool = False
+    headers: Sequence[str], rows: Sequence[Sequence[object]], *, no_headers: bool = False
 ) -> str:
     """Left-aligned columns separated by two spaces (kubectl style); None renders as `-`."""
     # a non-empty str is its own cell: the common case of 10,000-row listings, kept cheap
@@ -72,13 +71,13 @@ def render_table(
     return "\n".join((pattern % tuple(line)).rstrip() for line in lines)
 
 
-def render_key_values(pairs: Sequence[tuple[str, Any]]) -> str:
+def render_key_values(pairs: Sequence[tuple[str, object]]) -> str:
     """A `Key: value` view with aligned values (like `scontrol show job`)."""
     width = max((len(key) for key, _ in pairs), default=0)
     return "\n".join(f"{key + ':':<{width + 1}} {printable(_cell(value))}" for key, value in pairs)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None or value == "":
         return "-"
     if isinstance(value, bool):
@@ -97,7 +96,7 @@ def state_code(state: str | None) -> str:
     return STATE_CODES.get(state, state)
 
 
-def parse_time(value: Any) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     """An ISO-8601 time from the API as an aware datetime (naive times are taken as UTC)."""
     if not value or not isinstance(value, str):
         return None
@@ -121,7 +120,7 @@ def format_duration(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-def job_elapsed(job: dict[str, Any], now: datetime) -> str:
+def job_elapsed(job: Mapping[str, object], now: datetime) -> str:
     """Run time of a started job (to its end or now), else time waited since submission."""
     # Each time parsed only when it is needed: a listing of 10,000 waiting jobs calls this
     # 10,000 times.
@@ -133,7 +132,7 @@ def job_elapsed(job: dict[str, Any], now: datetime) -> str:
     return format_duration((end - begin).total_seconds())
 
 
-def format_region(region: dict[str, Any] | None) -> str:
+def format_region(region: Mapping[str, object] | None) -> str:
     """`wafer:row,col+ROWSxCOLS`, or `-` for no region."""
     if not region:
         return "-"
@@ -141,7 +140,7 @@ def format_region(region: dict[str, Any] | None) -> str:
     return f"{region['wafer']}:{where}" if region.get("wafer") else where
 
 
-def format_reason(job: dict[str, Any], *, wide: bool = False, reason: Any = ...) -> str:
+def format_reason(job: Mapping[str, object], *, wide: bool = False, reason: object = ...) -> str:
     """squeue's NODELIST(REASON) idea, in parentheses: why a job waits, or how it ended.
 
     Uses, first found: the scheduler's `reasons` (from /queue; the first code, or every
@@ -157,7 +156,7 @@ def format_reason(job: dict[str, Any], *, wide: bool = False, reason: Any = ...)
     return f"({text})"
 
 
-def _reason_text(job: dict[str, Any], wide: bool, reason: Any) -> str:
+def _reason_text(job: Mapping[str, object], wide: bool, reason: object) -> str:
     reasons = job.get("reasons")
     if reasons and isinstance(reasons, list) and isinstance(reasons[0], dict):
         if wide:
@@ -173,7 +172,7 @@ def _reason_text(job: dict[str, Any], wide: bool, reason: Any) -> str:
     return str(reason or "")
 
 
-def format_progress(progress: dict[str, Any] | None) -> str | None:
+def format_progress(progress: Mapping[str, object] | None) -> str | None:
     """`step 5/100, loss 1.25`, or None before the first step."""
     if not progress or progress.get("step") is None:
         return None
@@ -182,7 +181,7 @@ def format_progress(progress: dict[str, Any] | None) -> str | None:
     return text + (f", loss {loss:.6g}" if isinstance(loss, int | float) else "")
 
 
-def format_time(value: Any, now: datetime | None = None) -> str:
+def format_time(value: object, now: datetime | None = None) -> str:
     """An API time for people: `YYYY-MM-DD HH:MM:SS` UTC, plus `(in 5:00)` / `(3:00 ago)`."""
     moment = parse_time(value)
     if moment is None:

@@ -67,12 +67,14 @@ def display_key(job: dict[str, Any]) -> tuple[int, str]:
     return STATE_ORDER.get(job.get("state", ""), len(STATE_ORDER)), str(job.get("created_at") or "")
 
 
-def job_row(job: dict[str, Any], *, wide: bool = False, now: datetime | None = None) -> list[Any]:
+def job_row(
+    job: dict[str, Any], *, wide: bool = False, now: datetime | None = None
+) -> list[object]:
     """One squeue-style row for a job (the wide form adds priority, mode, progress, submit time)."""
     name = str(job.get("name") or "")
     if not wide and len(name) > NAME_WIDTH:
         name = name[: NAME_WIDTH - 1] + "~"
-    row: list[Any] = [
+    row: list[object] = [
         job.get("id"),
         job.get("tenant"),
         name,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from client.json_value import JsonValue
 
 # YAML 1.1's words for booleans and null as PyYAML resolves them (exact spellings only).
 _TRUE = frozenset({"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
@@ -33,7 +33,7 @@ class _Unsure(Exception):
     """The text is outside the subset (or not valid YAML): PyYAML decides."""
 
 
-def parse(text: str) -> dict[str, Any] | None:
+def parse(text: str) -> dict[str, JsonValue] | None:
     """The mapping PyYAML's SafeLoader makes of `text`, or None when not certain of it."""
     try:
         return _parse(text)
@@ -41,7 +41,7 @@ def parse(text: str) -> dict[str, Any] | None:
         return None
 
 
-def _parse(text: str) -> dict[str, Any]:
+def _parse(text: str) -> dict[str, JsonValue]:
     if not text.isascii():
         raise _Unsure
     lines: list[tuple[int, str]] = []
@@ -62,7 +62,7 @@ def _parse(text: str) -> dict[str, Any]:
     return value
 
 
-def _block(lines: list[tuple[int, str]], i: int) -> tuple[Any, int]:
+def _block(lines: list[tuple[int, str]], i: int) -> tuple[JsonValue, int]:
     indent, content = lines[i]
     if content == "-" or content.startswith("- "):
         return _sequence(lines, i, indent, indentless=False)
@@ -78,8 +78,8 @@ def _next_at(lines: list[tuple[int, str]], i: int, indent: int) -> str | None:
     return lines[i][1]
 
 
-def _mapping(lines: list[tuple[int, str]], i: int, indent: int) -> tuple[dict[str, Any], int]:
-    result: dict[str, Any] = {}
+def _mapping(lines: list[tuple[int, str]], i: int, indent: int) -> tuple[dict[str, JsonValue], int]:
+    result: dict[str, JsonValue] = {}
     while (content := _next_at(lines, i, indent)) is not None:
         key, sep, rest = content.partition(":")
         if not sep or (rest and rest[0] != " "):
@@ -104,8 +104,8 @@ def _mapping(lines: list[tuple[int, str]], i: int, indent: int) -> tuple[dict[st
 
 def _sequence(
     lines: list[tuple[int, str]], i: int, indent: int, *, indentless: bool
-) -> tuple[list[Any], int]:
-    result: list[Any] = []
+) -> tuple[list[JsonValue], int]:
+    result: list[JsonValue] = []
     while (content := _next_at(lines, i, indent)) is not None:
         if not content.startswith("- "):
             if indentless:
@@ -130,7 +130,7 @@ def _check_key(key: str) -> None:
         raise _Unsure  # PyYAML makes such keys booleans or None
 
 
-def _inline(text: str) -> Any:
+def _inline(text: str) -> JsonValue:
     """A value written on the rest of a line (comment included, spaces stripped)."""
     if text[0] in "[{":
         value, pos = _flow(text, 0)
@@ -153,14 +153,14 @@ def _expect_end(text: str, pos: int) -> None:
         raise _Unsure
 
 
-def _flow(text: str, pos: int, depth: int = 0) -> tuple[Any, int]:
+def _flow(text: str, pos: int, depth: int = 0) -> tuple[JsonValue, int]:
     """A `[...]` or `{...}` starting at text[pos]; returns (value, position after it)."""
     if depth > 16:
         raise _Unsure
     closing = "]" if text[pos] == "[" else "}"
     pos += 1
-    items: list[Any] = []
-    mapping: dict[str, Any] = {}
+    items: list[JsonValue] = []
+    mapping: dict[str, JsonValue] = {}
     pos = _skip(text, pos)
     if text[pos] == closing:
         return ([] if closing == "]" else {}), pos + 1
@@ -187,7 +187,7 @@ def _flow(text: str, pos: int, depth: int = 0) -> tuple[Any, int]:
             raise _Unsure  # an empty entry or a trailing comma: left to PyYAML
 
 
-def _flow_node(text: str, pos: int, depth: int) -> tuple[Any, int]:
+def _flow_node(text: str, pos: int, depth: int) -> tuple[JsonValue, int]:
     ch = text[pos]
     if ch in "[{":
         return _flow(text, pos, depth + 1)
@@ -232,7 +232,7 @@ def _quoted(text: str, pos: int) -> tuple[str, int]:
         return value, end + 1
 
 
-def _plain(value: str) -> Any:
+def _plain(value: str) -> JsonValue:
     """A plain scalar resolved as PyYAML resolves it: str, int, float, bool or None."""
     if not value:
         raise _Unsure  # empty entries are left to PyYAML

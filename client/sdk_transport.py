@@ -12,7 +12,7 @@ from client.errors import SamAPIError, SamConnectionError, SamTimeoutError
 
 TYPE_CHECKING = False  # typing's import (and these) are spared on `sam submit`'s path
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, Self, TypeVar
 
     import httpx
@@ -111,8 +111,8 @@ class Transport:
         path: str,
         resend_after_reply: bool,
         *,
-        json: Any = None,
-        params: Any = None,
+        json: object = None,
+        params: Mapping[str, object] | Sequence[tuple[str, str]] | None = None,
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
     ) -> quickhttp.QuickResponse:
@@ -201,7 +201,7 @@ def new_idempotency_key() -> str:
     return f"{number:032x}"
 
 
-def _json_dumps(data: Any) -> bytes:
+def _json_dumps(data: object) -> bytes:
     import json
 
     return json.dumps(data, separators=(",", ":")).encode()

@@ -13,13 +13,12 @@ from client.output import STATE_CODES, state_code
 
 TYPE_CHECKING = False  # typing's import is spared on a short command's path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
-    from typing import Any
+    from collections.abc import Iterable, Iterator, Mapping
 
 HELD_REASONS = {"user": "JobHeldUser", "admin": "JobHeldAdmin"}
 
 
-def jobs_from_rows(columns: list[str], rows: Iterable[list[Any]]) -> Iterator[dict[str, Any]]:
+def jobs_from_rows(columns: list[str], rows: Iterable[list[object]]) -> Iterator[dict[str, object]]:
     """Each slim row as a job dict (unknown columns of a newer server are kept as they are)."""
     for row in rows:
         job = dict(zip(columns, row, strict=False))
@@ -33,7 +32,7 @@ def jobs_from_rows(columns: list[str], rows: Iterable[list[Any]]) -> Iterator[di
         yield job
 
 
-def shown_reason(job: dict[str, Any]) -> Any:
+def shown_reason(job: Mapping[str, object]) -> object:
     """The reason a listing shows: a held job's hold (even before the scheduler has looked at
     it), else the job's own `reason`."""
     hold = job.get("hold")
@@ -42,7 +41,7 @@ def shown_reason(job: dict[str, Any]) -> Any:
     return job.get("reason")
 
 
-def tasks_text(job: dict[str, Any]) -> str | None:
+def tasks_text(job: Mapping[str, object]) -> str | None:
     """`10000 Q` or `9990 Q,5 CG,5 PD`: a collapsed array row's tasks by state (None for a job)."""
     summary = job.get("summary")
     if not isinstance(summary, dict):
@@ -55,6 +54,6 @@ def tasks_text(job: dict[str, Any]) -> str | None:
     return ",".join(f"{count} {state_code(state)}" for state, count in ranked)
 
 
-def has_summaries(jobs: Iterable[dict[str, Any]]) -> bool:
+def has_summaries(jobs: Iterable[Mapping[str, object]]) -> bool:
     """Whether any row of a listing is an array's collapsed row."""
     return any(isinstance(job.get("summary"), dict) for job in jobs)
