@@ -60,9 +60,19 @@ def _sources(
 
 
 def dataset_fingerprint(datasets: Mapping[str, Path] | None) -> dict[str, str]:
-    """{name: resolved folder} of the data sets bound at compile: `sam data put` stores each
-    version of a data set under its own digest, so a replaced one resolves elsewhere."""
-    return {name: str(Path(path).resolve()) for name, path in (datasets or {}).items()}
+    """{name: resolved folder, its inode and mtime} of the data sets bound at compile: `sam data
+    put` swaps a new folder in for each version (same path, another inode), so a replaced data
+    set compiles afresh. A folder whose files are changed in place keeps its fingerprint."""
+    found = {}
+    for name, path in (datasets or {}).items():
+        folder = Path(path).resolve()
+        try:
+            stat = folder.stat()
+        except OSError:
+            found[name] = str(folder)
+            continue
+        found[name] = f"{folder}:{stat.st_ino}:{stat.st_mtime_ns}"
+    return found
 
 
 def request_key(

@@ -77,11 +77,44 @@ def run(
     if config.token:
         env["SAM_TOKEN"] = config.token
     script = script.resolve()
+    _check_python(python, script, env)
     try:
         done = subprocess.run([python, str(script), *args], cwd=script.parent, env=env)
     except OSError as exc:
         raise click.ClickException(f"cannot start {python}: {exc.strerror}") from None
     raise click.exceptions.Exit(done.returncode)
+
+
+# Run by the chosen Python before the script: exit 3 without torch, 4 without the sam package
+# (find_spec locates a package without importing it: no torch start-up cost).
+_PROBE = (
+    "import importlib.util as u, sys\n"
+    "sys.exit(3 if u.find_spec('torch') is None else 4 if u.find_spec('sam') is None else 0)"
+)
+
+
+def _check_python(python: str, script: Path, env: dict[str, str]) -> None:
+    """Say in one line, before the script starts, that this Python cannot run it.
+
+    torch is needed here, not only on SAM: the script runs on this machine up to
+    runner.train(...), importing torch, building its model and reading len(train_data_fn())
+    (the job's epochs and batch size come from that run); only its train_step is captured on
+    SAM, in the compile sandbox."""
+    try:
+        probe = subprocess.run([python, "-c", _PROBE], cwd=script.parent, env=env)
+    except OSError as exc:
+        raise click.ClickException(f"cannot start {python}: {exc.strerror}") from None
+    if probe.returncode == 3:
+        raise click.ClickException(
+            f"{python} has no torch, and {script.name} runs here up to runner.train(...) (it "
+            "imports torch and builds its model; SAM compiles only its train_step): install "
+            "torch for it (pip install torch) or pass --python a Python that has it"
+        )
+    if probe.returncode == 4:
+        raise click.ClickException(
+            f"{python} has no `sam` package for {script.name}'s `from sam import Runner`: "
+            "install SAM's client for it (pip install ./client) or pass --python another"
+        )
 
 
 def _region(text: str) -> dict[str, int]:

@@ -221,3 +221,21 @@ def test_a_data_set_is_found_on_the_login_node_and_named_in_the_job(
         job_spec(unnamed, script, tmp_path, 1, 2)
     with pytest.raises(RunnerError, match="not valid"):
         Runner(model, nn.CrossEntropyLoss(), optimizer, datasets=["../etc"])
+
+
+def test_sam_run_says_in_one_line_that_its_python_has_no_torch(
+    run_sam,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """The script runs on the login node up to runner.train (it imports torch): a Python
+    without torch is named before the script starts."""
+    bare = tmp_path / "bare-python"  # this Python without site-packages: no torch, no sam
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')
+    bare.chmod(0o755)
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\nimport torch\n")
+    result = run_sam("run", "--python", str(bare), str(script))
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no torch" in lines[0] and "--python" in lines[0]
+    assert not (tmp_path / "ran").exists()

@@ -100,3 +100,20 @@ def test_the_project_and_a_runner_jobs_data_sets_change_the_compilers_keys() -> 
     assert trace_key(other, files, "1") != trace_key(spec, files, "1")
     longer = {**spec, "run_options": {**spec["run_options"], "num_epochs": 5}}
     assert trace_key(longer, files, "1") != trace_key(spec, files, "1")
+
+
+def test_a_data_set_put_again_is_another_fingerprint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`sam data put` swaps a fresh folder in at the same path (services/dataset_store.py)."""
+    import os
+
+    from compiler.cache import dataset_fingerprint
+
+    folder = tmp_path / "digits" / "files"
+    folder.mkdir(parents=True)
+    first = dataset_fingerprint({"digits": folder})
+    assert dataset_fingerprint({"digits": folder}) == first
+    fresh = tmp_path / ".digits.new" / "files"
+    fresh.mkdir(parents=True)
+    os.rename(tmp_path / "digits", tmp_path / "digits.old")
+    os.rename(tmp_path / ".digits.new", tmp_path / "digits")
+    assert dataset_fingerprint({"digits": folder}) != first
