@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import literal_column, select, text
 from sqlalchemy.orm import Session
 
+from sam_domain.jobs import PriorityClass
 from sam_server.db.models import CompileServer, Job, JobAttempt, Tenant, User, Wafer
 from sam_server.db.types import as_utc
 from sam_server.scheduling import (
@@ -102,7 +103,20 @@ class ActiveJob:
     id: str
     state: str
     reason: str | None
+    priority: PriorityClass  # the API admits no other
     mode: str
+    created_at: datetime
+    eligible_at: datetime | None
+    started_at: datetime | None
+    last_preempted_at: datetime | None
+    preempted_for: str | None
+    time_limit_s: int
+    preempt_count: int
+    wafer_id: str | None
+    region_row: int | None
+    region_col: int | None
+    region_rows: int | None
+    region_cols: int | None
     req_rows: int
     req_cols: int
     attempts: int
@@ -114,7 +128,7 @@ class ActiveJob:
     arch: str | None
     shapes: tuple[tuple[int, int], ...]
 
-    def __init__(self, row: tuple[Any, ...]) -> None:
+    def __init__(self, row: tuple[object, ...]) -> None:
         for key, value in zip(_KEYS, row, strict=True):
             setattr(self, key, value)
         self.row = row
@@ -124,7 +138,7 @@ class ActiveJob:
         # when its current attempt was placed, if it is a resumed one (see _run_starts)
         self.run_started_at: datetime | None = None
 
-    def current(self, row: tuple[Any, ...]) -> bool:
+    def current(self, row: tuple[object, ...]) -> bool:
         """Whether this object still is `row` as read (the cycle may have set state/reason
         without committing them)."""
         return self.row == row and self.state == row[_STATE] and self.reason == row[_REASON]
@@ -150,7 +164,7 @@ def forget_active_jobs() -> None:
     _CACHES.clear()
 
 
-def load_active_jobs(session: Session) -> list[Any]:
+def load_active_jobs(session: Session) -> list[ActiveJob]:
     """Every job that is not terminal, as ActiveJob rows.
 
     The rows are cached per database between calls. On PostgreSQL only the rows written since
@@ -185,7 +199,7 @@ def load_active_jobs(session: Session) -> list[Any]:
         rows = session.execute(select(*_COLUMNS).where(Job.state.in_(_ACTIVE_STATES)))
         _merge(cache, known, (tuple(r) for r in rows), fresh)
     cache.horizon, cache.table = horizon, table
-    jobs: list[Any] = list(cache.jobs.values())
+    jobs = list(cache.jobs.values())
     missing = [j for j in fresh if (j.id, j.mode, j.req_rows, j.req_cols) not in _DERIVED]
     for at in range(0, len(missing), 1000):
         batch = [j.id for j in missing[at : at + 1000]]
@@ -282,7 +296,7 @@ def _derive(
     return preemptible, arch, accepted_shapes(spec, rows, cols)
 
 
-def to_policy_job(job: Any) -> PolicyJob:
+def to_policy_job(job: ActiveJob) -> PolicyJob:
     """The policy's view of one row (cached on an ActiveJob until its state changes)."""
     cached = getattr(job, "policy", None)
     if cached is not None and job.policy_state == job.state:
@@ -293,9 +307,18 @@ def to_policy_job(job: Any) -> PolicyJob:
     return policy
 
 
-def _policy_job(job: Any) -> PolicyJob:
+_POLICY_STATES: dict[str, PolicyState] = {
+    "queued": "queued",
+    "compiling": "compiling",
+    "pending": "pending",
+    "running": "running",
+}
+"""The states the policy sees (a region holder, running or cancelling, is running to it)."""
+
+
+def _policy_job(job: ActiveJob) -> PolicyJob:
     # the policy sees a region holder (running or cancelling) as running
-    state: PolicyState = JobState.RUNNING.value if job.state in HOLDS_REGION else job.state
+    state = _POLICY_STATES["running" if job.state in HOLDS_REGION else job.state]
     rows = job.region_rows if job.state in HOLDS_REGION and job.region_rows else job.req_rows
     cols = job.region_cols if job.state in HOLDS_REGION and job.region_cols else job.req_cols
     submitted = _ts(job.created_at) or 0.0
@@ -333,7 +356,7 @@ def accepted_shapes(spec: dict[str, Any], rows: int, cols: int) -> tuple[tuple[i
 
 def build_snapshot(
     session: Session,
-    jobs: list[Any],
+    jobs: list[ActiveJob],
     *,
     now: float,
     half_life_s: float,
@@ -393,7 +416,7 @@ def build_snapshot(
     )
 
 
-def _policy_jobs(jobs: list[Any], gated: set[str] | frozenset[str]) -> tuple[PolicyJob, ...]:
+def _policy_jobs(jobs: list[ActiveJob], gated: set[str] | frozenset[str]) -> tuple[PolicyJob, ...]:
     """to_policy_job of every job not gated; the cached policy job read inline (no call per
     unchanged row of 100,000)."""
     kept = [j for j in jobs if j.id not in gated] if gated else jobs
