@@ -16,9 +16,10 @@ outside any sandbox) checks what it is about to run, without trusting a number i
   artifact was compiled for, pipelined rectangles are disjoint, and the arch is the wafer's;
 - the memory plan: each kernel's per-PE SRAM is planned again from the checked graph
   (`compiler.passes.memory`) and the manifest may not claim less in any category;
-- host memory: the bytes the runtime holds for one step (state, the initial tensors, the batch
-  and every op's output) are planned from the checked shapes; above the per-job bound the job
-  fails `host_oom` before it runs.
+- host memory: the bytes the runtime holds for one step (state, the initial tensors, the batch,
+  every op's output and a kernel's working space, a convolution's or pooling's windows included)
+  are planned from the checked shapes; above the per-job bound the job fails `host_oom` before
+  it runs.
 
 A failure raises `ArtifactInvalid` (kind `artifact_invalid`) or `HostOOM` (kind `host_oom`).
 """
@@ -389,7 +390,8 @@ def host_bytes(
     """Host bytes a job holds at its peak, as the wafer worker runs it: at load, the initial
     tensors and the state copied from them; during a step, the state, the whole batch and the
     values still to be read (the runtime drops each after its last reader; a view keeps the
-    value it views), plus working space of twice the largest value for a kernel's temporaries."""
+    value it views), plus a kernel's working space: twice the largest value, or a windowed
+    kernel's copies of its windows where those are more (`window_bytes`)."""
     import numpy as np
 
     initial = sum(int(np.asarray(t).nbytes) for t in tensors.values())
@@ -411,10 +413,11 @@ def host_bytes(
             last[owner.get(ref, ref)] = index
     for ref in [o.get("ref") for o in graph.get("outputs") or []] + _accuracy_refs(graph):
         last[owner.get(str(ref), str(ref))] = len(nodes)
-    live = peak = largest = 0
+    live = peak = largest = work = 0
     freed_after: dict[int, int] = {}
     for index, node in enumerate(nodes):
         name = str(node.get("name"))
+        work = max(work, window_bytes(node, values))
         if owner[name] == name:
             size = _value_bytes(values.get(name))
             largest = max(largest, size)
@@ -423,7 +426,47 @@ def host_bytes(
             freed_after[end] = freed_after.get(end, 0) + size
         peak = max(peak, live)
         live -= freed_after.pop(index, 0)
-    return max(2 * initial, initial + batch + peak + 2 * largest)
+    return max(2 * initial, initial + batch + peak + max(2 * largest, work))
+
+
+# Windowed kernels gather every output's receptive field (`wse_sim.runtime.kernels.conv.windows`)
+# and copy those windows for their contraction or reduction: working space of kernel-area times
+# their output, whatever their output's size (issue 29: a 15x15 filter on 32 channels planned
+# 1.3 MiB and held 452 MiB). Copies of the windows each kernel holds at once (measured).
+_WINDOW_COPIES = {
+    "aten.convolution.default": 2,
+    "aten.convolution_backward.default": 3,
+    "aten.max_pool2d_with_indices.default": 2,
+}
+
+
+def window_bytes(node: dict[str, Any], values: dict[str, Any]) -> int:
+    """Bytes a windowed kernel's temporaries hold while `node` runs (0 for other ops)."""
+    copies = _WINDOW_COPIES.get(str(node.get("target")))
+    if copies is None:
+        return 0
+    try:
+        args = decode_arg(node.get("args") or [], values)
+        elements = _window_elements(str(node.get("target")), args, values.get(str(node["name"])))
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+        return 0  # its shapes were derived above: an op torch accepted but not shaped as here
+    return copies * elements * 4  # the runtime computes in at least 4 bytes a value
+
+
+def _window_elements(target: str, args: list[Any], result: Any) -> int:
+    """Elements of the window array: batch x channels x positions x kernel area."""
+    if target == "aten.max_pool2d_with_indices.default":
+        kernel = args[1] if isinstance(args[1], list) else [args[1]]
+        return int(result[0].numel()) * int(kernel[0]) * int(kernel[-1])
+    backward = target == "aten.convolution_backward.default"
+    grad, x, w = (args[0], args[1], args[2]) if backward else (result, args[0], args[1])
+    transposed, groups = bool(args[7 if backward else 6]), int(args[9 if backward else 8])
+    area = math.prod(int(d) for d in w.shape[2:])
+    if transposed:  # filter taps scattered over the input's positions, per output channel
+        positions, channels = math.prod(int(d) for d in x.shape[2:]), int(w.shape[1]) * groups
+    else:
+        positions, channels = math.prod(int(d) for d in grad.shape[2:]), int(x.shape[1])
+    return int(x.shape[0]) * channels * positions * area
 
 
 def _accuracy_refs(graph: dict[str, Any]) -> list[str]:
