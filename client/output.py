@@ -41,16 +41,26 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape_char, text)
 
 
+# What YAML's emitter writes as it is under allow_unicode (it escapes the C0 controls itself).
+_UNSAFE_IN_YAML = re.compile(r"[\x80-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def dump_data(data: object, fmt: str) -> str:
-    """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`)."""
+    """Raw API objects as pretty JSON or block YAML (`fmt` is `json` or `yaml`); either escapes
+    the characters that would lie on a terminal, so the text still parses to the same data."""
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=False, default=str)
     import yaml  # only for YAML output (its import is a large part of a short command's start)
 
-    text: str = yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=False, allow_unicode=True
-    ).rstrip("\n")
-    return text
+    def dump(allow_unicode: bool) -> str:
+        text: str = yaml.safe_dump(
+            data, sort_keys=False, default_flow_style=False, allow_unicode=allow_unicode
+        )
+        return text.rstrip("\n")
+
+    text = dump(allow_unicode=True)
+    # A bidi override (a tenant's job name): every non-ASCII character escaped instead.
+    return dump(allow_unicode=False) if _UNSAFE_IN_YAML.search(text) else text
 
 
 def render_table(
