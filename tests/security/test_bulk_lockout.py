@@ -1,8 +1,9 @@
 """A tenant's bulk work on a large array never locks the others out (issue 29: cancelling a
 100,000-task array held SQLite's write lock for minutes; another tenant's `GET /jobs` timed out
-and the same user's submits waited on its token row). Through a real HTTP server, on SQLite
-and PostgreSQL: while an array's cancel runs, chunk by chunk, another tenant lists and submits
-and the array's own user submits, and each is answered before the cancel ends."""
+and the same user's submits waited on its token row; its submit took 11.9 s). Through a real
+HTTP server, on SQLite and PostgreSQL: while an array's submit, cancel or hold runs, chunk by
+chunk, another tenant lists and submits and the array's own user submits, and each is answered
+before the bulk change ends."""
 
 from __future__ import annotations
 
@@ -35,21 +36,26 @@ def _submit(api: httpx.Client, who: dict[str, str], **keys: Any) -> httpx.Respon
     return api.post("/api/v1/jobs", json=body, headers=who)
 
 
-@pytest.mark.parametrize("verb", ["cancel", "hold"])
+@pytest.mark.parametrize("verb", ["submit", "cancel", "hold"])
 def test_other_requests_are_answered_while_an_array_changes(server, settings, verb):  # type: ignore[no-untyped-def]
     with httpx.Client(base_url=server.url, timeout=60) as api:
         make_tenant(api, "big")
         make_tenant(api, "small")
         hog = make_user(api, "big", "hog")
         other = make_user(api, "small", "other")
-        made = _submit(api, hog, array=f"0-{N - 1}")
-        assert made.status_code == 201, made.text
-        array_id = made.json()["id"]
+        array_id = ""
+        if verb != "submit":
+            made = _submit(api, hog, array=f"0-{N - 1}")
+            assert made.status_code == 201, made.text
+            array_id = made.json()["id"]
         answer: dict[str, Any] = {}
 
         def bulk() -> None:
             with httpx.Client(base_url=server.url, timeout=300) as own:
-                answer["r"] = own.post(f"/api/v1/jobs/{array_id}/{verb}", headers=hog)
+                if verb == "submit":  # the array's own submit writes its tasks chunk by chunk
+                    answer["r"] = _submit(own, hog, array=f"0-{N - 1}")
+                else:
+                    answer["r"] = own.post(f"/api/v1/jobs/{array_id}/{verb}", headers=hog)
 
         worker = threading.Thread(target=bulk)
         worker.start()
@@ -67,13 +73,16 @@ def test_other_requests_are_answered_while_an_array_changes(server, settings, ve
                     ]
         finally:
             worker.join(300)
-    assert answer["r"].status_code in (200, 202), answer["r"].text
-    assert answer["r"].json()["changed_count"] == N
+    assert answer["r"].status_code in (200, 201, 202), answer["r"].text
+    if verb == "submit":
+        array_id = answer["r"].json()["id"]
+    else:
+        assert answer["r"].json()["changed_count"] == N
     assert during, "no other request was answered while the bulk change ran"
     assert {code for _, code in during if _ == "list"} == {200}
     assert {code for what, code in during if what != "list"} == {201}
     with session_scope(settings.resolved_database_url) as s:
-        state = "cancelled" if verb == "cancel" else "queued"
+        state = "cancelled" if verb == "cancel" else "queued"  # held tasks stay queued
         done = s.execute(
             select(func.count()).where(Job.array_job_id == array_id, Job.state == state)
         ).scalar_one()
