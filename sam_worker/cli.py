@@ -73,6 +73,12 @@ def _require_sandbox() -> None:
             f"SAM cannot sandbox tenant code here, so every job would fail: {reason} "
             "(docs/sandbox.md)"
         )
+    if found["uid"] != "pool":
+        click.echo(
+            f"warning: tenant code will run under your uid {os.geteuid()} "
+            "(sandbox.allow_shared_uid): it can signal, ptrace and read SAM's processes",
+            err=True,
+        )
 
 
 @click.group("worker")

@@ -116,3 +116,10 @@ def test_sam_up_and_demo_without_bubblewrap_stop_at_once_saying_what_to_install(
         assert code == 1, out
         assert len(out.strip().splitlines()) == 1, out
         assert "install the 'bubblewrap' package" in out, out
+
+
+def test_sam_up_with_a_shared_uid_allowed_says_so_before_it_starts(tmp_path: Path) -> None:
+    code, out = _start(tmp_path, "up", AS_USER_1000, SAM_SANDBOX_ALLOW_SHARED_UID="1")
+    lines = out.strip().splitlines()
+    assert code == 1 and "cannot serve on" in lines[-1], out  # the busy port: it got that far
+    assert lines[0].startswith("warning: tenant code will run under your uid 1000"), out
