@@ -13,15 +13,29 @@ from compiler.errors import UnsupportedOperator
 from compiler.op_location import Frame, Location, locate
 from compiler.ops import SUPPORTED_OPS, hint_for
 
+MASK_INDEX = (
+    "indexing with a boolean mask (x[mask]) selects a number of elements that depends on the "
+    "mask's values, and a wafer program has static shapes; keep the shape and zero the rest: "
+    "torch.where(mask, x, 0) or x * mask (then sum, or divide by mask.sum() for a mean)"
+)
+_INDEX_OPS = frozenset({"aten.index.Tensor", "aten._unsafe_index.Tensor"})
+
 
 def check_supported(graph: dict[str, Any]) -> None:
-    """Raise UnsupportedOperator listing every node whose target is not in SUPPORTED_OPS."""
+    """Raise UnsupportedOperator listing every node whose target is not in SUPPORTED_OPS, or
+    that the wafer refuses for its arguments (a boolean mask index; a node `fx_to_ir` marked
+    `refused`, with the reason)."""
     shapes = {i["name"]: i.get("shape") for i in graph["inputs"]}
+    dtypes = {i["name"]: i.get("dtype") for i in graph["inputs"]}
     found: list[dict[str, Any]] = []
+    refused = False
     for node in graph["nodes"]:
         shapes[node["name"]] = node.get("shape")
-        if node["target"] in SUPPORTED_OPS:
+        dtypes[node["name"]] = node.get("dtype")
+        reason = node.get("refused") or _refusal(node, dtypes)
+        if node["target"] in SUPPORTED_OPS and not reason:
             continue
+        refused = refused or bool(reason)
         arg_shapes = [shapes.get(a["ref"]) for a in _top_refs(node["args"])]
         found.append(
             _violation(
@@ -30,12 +44,26 @@ def check_supported(graph: dict[str, Any]) -> None:
                 node.get("source"),
                 node.get("where"),
                 bool(node.get("rewritable", node.get("source") is not None)),
+                reason,
             )
         )
+    if refused:  # the size queries of a data-dependent shape follow from the refused op
+        found = [f for f in found if not f["op"].startswith("aten.sym_")]
     aten = [f for f in found if f["op"].startswith("aten.")]
     if found:
         # Python-level shape arithmetic (SymInt mul/add) only matters when nothing else explains it.
         raise unsupported_error(aten or found)
+
+
+def _refusal(node: dict[str, Any], dtypes: dict[str, Any]) -> str | None:
+    """Why the wafer refuses this node for its arguments (None: it does not)."""
+    if node["target"] in _INDEX_OPS and len(node["args"]) > 1:
+        indices = node["args"][1] if isinstance(node["args"][1], list) else []
+        refs = [str(i["ref"]) for i in indices if isinstance(i, dict) and "ref" in i]
+        sized = None not in (node.get("shape") or [])  # a constant mask can give a static size
+        if not sized and any(dtypes.get(ref) in ("bool", "uint8") for ref in refs):
+            return MASK_INDEX
+    return None
 
 
 def _top_refs(args: list[Any]) -> list[dict[str, str]]:
@@ -49,11 +77,17 @@ def _top_refs(args: list[Any]) -> list[dict[str, str]]:
 
 
 def _violation(
-    target: str, shapes: list[Any], source: str | None, where: str | None, rewritable: bool
+    target: str,
+    shapes: list[Any],
+    source: str | None,
+    where: str | None,
+    rewritable: bool,
+    refusal: str | None = None,
 ) -> dict[str, Any]:
     """One unsupported op: `source` the user's line that reached it, `where` the PyTorch call
     and the line (maybe a library's) that called it; the suggestion offers an alternative only
-    where the user can rewrite the call (their own line), else it gives the reason alone."""
+    where the user can rewrite the call (their own line), else it gives the reason alone.
+    `refusal`: why the wafer refuses this call ('reason; alternative'), for an op it has."""
     hint: str | None
     if not target.startswith("aten.") and target != "getitem":
         hint = (
@@ -61,6 +95,8 @@ def _violation(
         )
     else:
         reason, alternative = hint_for(target)
+        if refusal:
+            reason, _, alternative = refusal.partition("; ")
         parts = [reason, alternative if rewritable else None]
         hint = "; ".join(p for p in parts if p) or None
     return {
@@ -83,7 +119,7 @@ def unsupported_error(found: list[dict[str, Any]]) -> UnsupportedOperator:
         hint = f" - {item['suggestion']}" if item["suggestion"] else ""
         lines.append(f"  {item['op']}: {item['where']} (inputs {item['input_shapes']}){hint}")
     message = (
-        f"the training step uses {len(items)} operator(s) with no wafer kernel; "
+        f"the training step uses {len(items)} operator(s) the wafer cannot run; "
         "rewrite them:\n" + "\n".join(lines)
     )
     return UnsupportedOperator(message, {"ops": items})

@@ -77,3 +77,19 @@ def test_shape_bug_is_a_model_error_pointing_at_the_users_line() -> None:
         trace_training_step(user_model_spec(), {"model.py": SHAPE_BUG_MODEL})
     assert "model.py:11 in forward" in info.value.details["traceback"]
     assert "model.py:11 in forward" in info.value.message
+
+
+def test_a_boolean_mask_index_is_refused_at_its_line_with_the_masked_alternative() -> None:
+    # the selected count depends on the mask's values: refused by name at compile (it used to
+    # end in an internal error on the unknown size, or blame a size query of sum's backward)
+    error = _error_for(
+        linear_net(
+            """        h = self.fc(x)
+        return h[h > 0].sum() + h.sum(1, keepdim=True)
+"""
+        )
+    )
+    (item,) = error.details["ops"]
+    assert item["op"] == "aten.index.Tensor"
+    assert item["source"] == "model.py:12 in forward"
+    assert "boolean mask" in item["suggestion"] and "torch.where(mask, x, 0)" in item["suggestion"]
