@@ -35,7 +35,9 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from compiler import ops
 from compiler.core_ops import REFUSED, core_op_names
+from compiler.errors import UnsupportedOperator
 from compiler.fx_to_ir import fx_to_ir, target_name
+from compiler.opcheck import check_supported
 from wse_sim.runtime.program import compile_program
 
 RTOL = 1e-3
@@ -101,6 +103,8 @@ class SampleResult:
     bwd: bool | None = None  # None: nothing differentiable
     why: str | None = None
     by_float64: bool = False  # matched eager float64 where eager fp32 is off by its rounding
+    refused: str | None = None  # the compiler refused this call with this reason
+    skipped: str | None = None  # a sample no training step can pose (why)
 
 
 @dataclass
@@ -117,6 +121,9 @@ class OpCoverage:
     refused: str | None = None
     why: str | None = None
     by_float64: int = 0  # samples that matched eager float64, not eager fp32 (its rounding)
+    refused_samples: int = 0  # samples the compiler refuses for their arguments, with the reason
+    refused_why: str | None = None
+    skipped_samples: int = 0  # samples no training step can pose (a view input into a larger base)
 
 
 def core_ops_by_name() -> dict[str, list[str]]:
@@ -219,7 +226,8 @@ def run_on_wafer(
 ) -> tuple[list[np.ndarray] | None, list[str]]:
     """Trace fn(*inputs) as the front end does and run it on the runtime's kernels.
 
-    Returns (outputs, []) or (None, the ops without a wafer kernel)."""
+    Returns (outputs, []) or (None, the ops without a wafer kernel); raises the compiler's
+    UnsupportedOperator where it refuses a call for its arguments (a boolean mask index)."""
     from compiler.frontend import traced_graph_module
 
     def with_loss(*args: torch.Tensor) -> list[torch.Tensor]:
@@ -234,6 +242,7 @@ def run_on_wafer(
     count = len([n for n in gm.graph.nodes if n.op == "output"][0].args[0]) - 1
     described = [("param", f"in{i}") for i in range(len(inputs))]
     graph, constants = fx_to_ir(gm, described, _Layout(count), ())
+    check_supported(graph)
     program = compile_program(graph, lambda _: (0, 0, 4, 4), fp16=False, seed=0, step_of=lambda: 0)
     env = program.new_env()
     for inp in graph["inputs"]:
@@ -337,11 +346,33 @@ def run_eagerly(call: Callable[..., Any], sample: Any, core_names: set[str]) -> 
     return run
 
 
+_PARTIAL_VIEW = (
+    "an input that is a view into a larger tensor's storage, which a step's inputs never are "
+    "(as_strided of a view inside the step is compiled relative to the view: "
+    "tests/compiler/test_as_strided.py)"
+)
+
+
+def _partial_view(t: torch.Tensor) -> bool:
+    """t is a view whose storage holds more than its own elements (OpInfo's as_strided
+    partial views read past them)."""
+    if t._base is None:
+        return False
+    return t.storage_offset() != 0 or t.untyped_storage().nbytes() != t.numel() * t.element_size()
+
+
 def check_on_wafer(run: EagerRun) -> SampleResult:
     """Trace and run the sample's forward and gradients on the wafer; compare with eager."""
     result = SampleResult(core=run.core)
+    if any(_partial_view(t) for t in run.tensors):
+        result.skipped = _PARTIAL_VIEW
+        return result
     try:
         _compare(result, run)
+    except UnsupportedOperator as exc:  # refused at compile, with the reason a user would get
+        result.refused = "; ".join(sorted({str(i["suggestion"]) for i in exc.details["ops"]}))
+        result.fwd = result.bwd = None
+        result.why = None
     except Exception as exc:  # a trace or kernel failure is a verdict on this op, not a crash
         result.why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         result.fwd = False if result.fwd is None else result.fwd
@@ -457,8 +488,16 @@ def measure(limit: int | None, only: set[str] | None = None) -> dict[str, OpCove
 
 
 def _verdict(cov: OpCoverage, results: list[SampleResult]) -> None:
-    cov.samples = len(results)
+    cov.skipped_samples = sum(bool(r.skipped) for r in results)
+    results = [r for r in results if not r.skipped]
+    refused = [r for r in results if r.refused]
+    cov.refused_samples = len(refused)
+    cov.refused_why = refused[0].refused if refused else None
+    results = [r for r in results if not r.refused]
+    cov.samples = len(results) + len(refused)
     cov.by_float64 = sum(r.by_float64 for r in results)
+    if not results and refused:  # every sample refused at compile, each with its reason
+        return
     if not results:
         cov.why = "no OpInfo sample exercises it" + ("" if cov.supported else "; no wafer kernel")
         return
@@ -476,7 +515,9 @@ def _verdict(cov: OpCoverage, results: list[SampleResult]) -> None:
 
 
 def summary(report: dict[str, OpCoverage]) -> dict[str, Any]:
-    """The benchmark's figures: counts over core op names, and why each failing op fails.
+    """The benchmark's figures: counts over core op names, and why each failing op fails;
+    refused_samples: ops the compiler refuses for some arguments only (a boolean mask index),
+    with how many samples and the reason (the op's other samples count as usual).
 
     bwd_match counts the ops whose gradients match eager; no_gradient the ops that match forward
     and have no gradient to check (integer or boolean outputs: comparisons, argmax, bitwise)."""
@@ -494,11 +535,23 @@ def summary(report: dict[str, OpCoverage]) -> dict[str, Any]:
         "no_gradient": sum(c.fwd_match and not c.bwd_samples and not c.why for c in values),
         "refused_with_reason": sum(c.refused is not None for c in values),
         "failing": failing,
+        "refused_samples": {
+            c.name: f"{c.refused_samples} of {c.samples}: {c.refused_why}"
+            for c in values
+            if c.refused_samples
+        },
+        "skipped_samples": {c.name: c.skipped_samples for c in values if c.skipped_samples},
     }
 
 
 def format_row(cov: OpCoverage) -> str:
     """One line of the per-op table."""
+    name, state, count, note = table_row(cov)
+    return f"{name:40s} {state:9s} {count:4d} samples  {note}"
+
+
+def table_row(cov: OpCoverage) -> tuple[str, str, int, str]:
+    """(op, state, samples, note) of the per-op table."""
     if cov.refused:
         state = "refused"
     elif cov.why and cov.name not in RANDOM_OPS:
@@ -512,4 +565,8 @@ def format_row(cov: OpCoverage) -> str:
     note = cov.refused or cov.why or ""
     if cov.by_float64 and not cov.why:
         note = f"{cov.by_float64} sample(s) match eager float64, not fp32 (eager's rounding)"
-    return f"{cov.name:40s} {state:9s} {cov.samples:4d} samples  {note}"
+    if cov.refused_samples:
+        note += f" {cov.refused_samples} sample(s) refused at compile: {cov.refused_why}"
+    if cov.skipped_samples:
+        note += f" {cov.skipped_samples} sample(s) not posable in a step: {_PARTIAL_VIEW}"
+    return cov.name, state, cov.samples, note.strip()
