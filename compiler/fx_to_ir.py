@@ -94,6 +94,9 @@ def _ir_node(
 ) -> dict[str, Any]:
     """The IR node; `source` is the user's line that reached it, `where` the PyTorch call and
     the line that called it (compiler.op_location), `rewritable` whether that line is the user's."""
+    args, kwargs, refused = list(node.args), dict(node.kwargs), None
+    if target_name(node.target) in _AS_STRIDED:
+        refused = _rebase_as_strided(node, args, kwargs)
     located: dict[str, Any] = {"source": None}
     if where is not None:
         located = {
@@ -104,12 +107,58 @@ def _ir_node(
     return {
         "name": name,
         "target": target_name(node.target),
-        "args": encode_arg(list(node.args), name_of),
-        "kwargs": encode_arg(dict(node.kwargs), name_of),
+        "args": encode_arg(args, name_of),
+        "kwargs": encode_arg(kwargs, name_of),
         **_meta_shape(node),
         "kernel": None,
         **located,
+        **({"refused": refused} if refused else {}),
     }
+
+
+# as_strided-like targets -> the position of their storage_offset argument
+_AS_STRIDED = {
+    "aten.as_strided.default": 3,
+    "aten.as_strided_copy.default": 3,
+    "aten.as_strided_scatter.default": 4,
+}
+_STRIDED_OUTSIDE = (
+    "as_strided reads elements outside the tensor it is applied to (the rest of its base's "
+    "storage), and on the wafer a tensor holds its own elements only; apply as_strided to the "
+    "base tensor itself, or use slicing, view or unfold"
+)
+_STRIDED_VIEW = (
+    "as_strided addresses the storage of a non-contiguous view (a transpose, permute or "
+    "expand), which the wafer does not keep; call .contiguous() first, or use view, permute or "
+    "unfold"
+)
+
+
+def _rebase_as_strided(node: torch.fx.Node, args: list[Any], kwargs: dict[str, Any]) -> str | None:
+    """The wafer holds a tensor's elements in row-major order from 0, while as_strided's
+    storage_offset and strides address its storage: for a contiguous input the offset becomes
+    relative to its first element (in args/kwargs); else the reason the wafer refuses it."""
+    base = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(base, torch.Tensor):
+        return None
+    at = _AS_STRIDED[target_name(node.target)]
+    size, stride = args[at - 2], args[at - 1]
+    offset = args[at] if len(args) > at else kwargs.get("storage_offset")
+    start = base.storage_offset()
+    relative = (start if offset is None else int(offset)) - start
+    if not base.is_contiguous():
+        return _STRIDED_VIEW
+    if any(int(n) == 0 for n in size):
+        last = relative
+    else:
+        last = relative + sum((int(n) - 1) * int(s) for n, s in zip(size, stride, strict=True))
+    if relative < 0 or last >= max(base.numel(), 1):
+        return _STRIDED_OUTSIDE
+    if len(args) > at:
+        args[at] = relative
+    else:
+        kwargs["storage_offset"] = relative
+    return None
 
 
 def _outputs(

@@ -1,0 +1,45 @@
+"""as_strided addresses storage; the wafer holds a tensor's own elements, row-major from 0. An
+as_strided of a contiguous view inside the step (a slice) is compiled relative to the view, and
+one the wafer cannot express (of a transpose, or reaching past the view) is refused at compile
+with the reason, instead of reading the wrong elements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from compiler.errors import UnsupportedOperator
+from tests.compiler.opinfo_harness import run_on_wafer
+
+
+def _on_wafer(fn, x: torch.Tensor) -> np.ndarray:
+    outputs, missing = run_on_wafer(lambda t: [fn(t)], [x])
+    assert not missing and outputs is not None
+    return outputs[0]
+
+
+def test_as_strided_of_a_slice_reads_the_elements_eager_reads() -> None:
+    x = torch.arange(20.0)
+    for fn in (
+        lambda t: t[2:].as_strided((2, 2), (1, 2), 3),  # storage offset 3 = the slice's 1
+        lambda t: t[4:].as_strided((3,), (2,)),  # no offset: the view's own
+        lambda t: (t * 2).as_strided((3, 2), (2, 5), 1),
+    ):
+        np.testing.assert_array_equal(_on_wafer(fn, x), fn(x).numpy())
+
+
+@pytest.mark.parametrize(
+    ("fn", "why"),
+    [
+        (lambda t: t.view(4, 5).t().as_strided((2, 2), (1, 2), 1), "non-contiguous view"),
+        (lambda t: t[5:].as_strided((2, 2), (1, 2), 0), "outside the tensor"),
+        (lambda t: t[:6].as_strided((3,), (3,), 0), "outside the tensor"),
+    ],
+)
+def test_as_strided_the_wafer_cannot_express_is_refused_with_the_reason(fn, why: str) -> None:
+    with pytest.raises(UnsupportedOperator) as info:
+        _on_wafer(fn, torch.arange(20.0))
+    (item,) = info.value.details["ops"]
+    assert item["op"] == "aten.as_strided.default"
+    assert why in item["suggestion"]
