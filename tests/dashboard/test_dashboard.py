@@ -179,3 +179,17 @@ def test_no_page_load_asks_any_other_host(page, cluster: LiveCluster):
     assert hosts == {f"127.0.0.1:{cluster.port}"}, hosts
     csp = page.request.get(cluster.url + "/").headers["content-security-policy"]
     assert "default-src 'self'" in csp and "connect-src 'self'" in csp
+
+
+def test_a_runner_jobs_page_names_its_script(page, cluster: LiveCluster):
+    alice = cluster.tokens["physics"]
+    spec = {"name": "seed", "entry": {"script": "train.py", "args": ["--lr", "0.1"]}}
+    spec["data"] = {"batch_size": 4}
+    body = {"spec": spec, "files": {"train.py": "from sam import Runner\n"}}
+    made = cluster.request("POST", "/api/v1/jobs", alice, json=body)
+    made.raise_for_status()
+    job_id = made.json()["id"]
+    sign_in(page, cluster.url, alice)
+    page.goto(f"{cluster.url}/#/jobs/{job_id}")
+    page.wait_for_selector("dl.facts dt:has-text('Script')")
+    assert "train.py --lr 0.1" in page.inner_text("dl.facts")

@@ -412,6 +412,7 @@ function renderHead(head, j) {
     h("h1", {}, j.name, " ", h("span", { class: "state " + j.state, id: "job-state" }, j.state)),
     h("dl", { class: "facts" },
       ...[["Job", j.id], ["Tenant", j.tenant], ["User", j.user], ["Priority", j.priority], ["Mode", j.mode],
+        ["Script", j.entry ? [j.entry.script, ...j.entry.args].join(" ") : ""],
         ["Region", regionText(j.region)], ["Attempts", j.attempts], ["Submitted", fmtTime(j.created_at)],
         ["Started", fmtTime(j.started_at)], ["Finished", fmtTime(j.finished_at)],
         ["Compile", j.compile ? `${j.compile.cache_hit ? "cache hit" : "compiled"} in ${fmtNum(j.compile.seconds, 3)} s` : ""],
