@@ -44,6 +44,10 @@ import numpy as np
 from compiler.integrity import hash_files, verify_artifact
 from compiler.ir import canonical_json, validate_graph
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
+
 FORMAT = "sam-artifact/1"
 
 
@@ -53,7 +57,7 @@ class Artifact:
 
     path: Path
     manifest: dict[str, Any]
-    graph: dict[str, Any]
+    graph: IrGraph
     tensors: dict[str, np.ndarray]
 
     def program(self, kernel_id: str) -> dict[str, Any]:
@@ -79,7 +83,7 @@ def load_artifact(path: Path | str, *, expected_digest: str | None = None) -> Ar
 
 
 def write_artifact(
-    final_dir: Path, manifest: dict[str, Any], graph: dict[str, Any], tensors: dict[str, np.ndarray]
+    final_dir: Path, manifest: dict[str, Any], graph: IrGraph, tensors: dict[str, np.ndarray]
 ) -> Path:
     """Write atomically: build in a temp dir beside `final_dir`, then rename into place.
 
@@ -104,7 +108,7 @@ def write_artifact(
 
 
 def _write_files(
-    root: Path, manifest: dict[str, Any], graph: dict[str, Any], tensors: dict[str, np.ndarray]
+    root: Path, manifest: dict[str, Any], graph: IrGraph, tensors: dict[str, np.ndarray]
 ) -> None:
     (root / "program").mkdir()
     nodes = {n["name"]: n for n in graph["nodes"]}

@@ -37,6 +37,10 @@ from compiler.errors import ArtifactInvalid, HostOOM
 from compiler.ir import DTYPES, decode_arg, node_inputs, tensor_bytes
 from compiler.ops import SUPPORTED_OPS
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
+
 # Ops whose result is a view of an argument in the runtime's numpy kernels: no new host memory.
 _ALIASES = frozenset(
     {
@@ -331,7 +335,7 @@ def _disjoint(rects: list[tuple[str, tuple[int, int, int, int]]]) -> None:
                 raise ArtifactInvalid(f"kernels {kid} and {other} overlap on the region")
 
 
-def _check_memory_plan(manifest: dict[str, Any], graph: dict[str, Any], arch: str) -> None:
+def _check_memory_plan(manifest: dict[str, Any], graph: IrGraph, arch: str) -> None:
     """Plan each kernel's SRAM again from the checked graph; the manifest may claim more than
     the plan in a category (a roomier plan only costs its own job) but never less."""
     from compiler.arch import get_arch_info
@@ -352,6 +356,11 @@ def _check_memory_plan(manifest: dict[str, Any], graph: dict[str, Any], arch: st
             "fp16": bool(manifest.get("fp16")),
             "optimizer_offload": bool(manifest.get("optimizer_state_offload")),
             "streaming": streaming,
+            # not read by plan_memory
+            "max_activation_memory": None,
+            "activation_budget_bytes": None,
+            "micro_batches": 1,
+            "recompute": False,
         },
     )
     stashed = sum(p.activations for p in plans)

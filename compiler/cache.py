@@ -26,7 +26,12 @@ import numpy as np
 
 from compiler import COMPILER_VERSION
 from compiler.ir import canonical_json
+from compiler.plan_options import PlanOptions
 from sam_domain.compile import compile_sections
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
 
 
 @lru_cache(maxsize=1)
@@ -129,9 +134,9 @@ def trace_key(
 
 
 def content_key(
-    graph: dict[str, Any],
+    graph: IrGraph,
     tensors: dict[str, np.ndarray],
-    options: dict[str, Any],
+    options: PlanOptions,
     arch: str,
     region: tuple[int, int],
     namespace: str | None = None,

@@ -31,7 +31,13 @@ from compiler.errors import (
 )
 from compiler.integrity import artifact_digest, quarantine, verify_artifact
 from compiler.manifest import build_manifest, build_summary
+from compiler.plan_options import PlanOptions
 from compiler.sandbox.limits import SandboxLimits
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from compiler.passes.recompute import RecomputeReport
+    from sam_domain.ir import IrGraph
 
 
 @dataclass
@@ -165,7 +171,7 @@ def _compile(
     if options.get("activation_budget_bytes") and not options.get("streaming"):
         from compiler.micro_batching import fit_budget
 
-        def retrace(trial: dict[str, Any]) -> dict[str, Any]:
+        def retrace(trial: dict[str, Any]) -> IrGraph:
             return _recomputed(
                 trace_job(trial, files, limits, namespace, project, datasets)[0], options
             )[0]
@@ -213,7 +219,7 @@ def _compile(
     )
 
 
-def _recomputed(graph: dict[str, Any], options: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _recomputed(graph: IrGraph, options: PlanOptions) -> tuple[IrGraph, RecomputeReport | None]:
     """(graph, RecomputeReport or None): with compile_options.activation_recomputation, the
     backward recomputes the activations kept only for it (`compiler.passes.recompute`)."""
     if not options.get("recompute"):
@@ -234,15 +240,13 @@ def _published(target: Path, key: str) -> dict[str, Any]:
     return {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary, "digest": digest}
 
 
-def _assign_kernels(graph: dict[str, Any], plan: Any) -> None:
+def _assign_kernels(graph: IrGraph, plan: Any) -> None:
     kernel_of = {n: p.kernel.id for p in plan.kernels for n in p.kernel.nodes}
     for node in graph["nodes"]:
         node["kernel"] = kernel_of.get(node["name"])
 
 
-_TRACES: OrderedDict[str, tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]] = (
-    OrderedDict()
-)
+_TRACES: OrderedDict[str, tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]] = OrderedDict()
 
 
 def trace_job(
@@ -252,7 +256,7 @@ def trace_job(
     namespace: str | None = None,
     project: Path | None = None,
     datasets: dict[str, Path] | None = None,
-) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info), traced in a sandbox (`compiler.sandbox.run_trace`).
 
     The last few traces are remembered by a hash of the traced spec sections and files, so
@@ -279,10 +283,10 @@ def _trace_uncached(
     limits: SandboxLimits | None,
     project: Path | None = None,
     datasets: dict[str, Path] | None = None,
-) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]:
     from compiler.sandbox import run_trace
 
-    traced: tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]] = run_trace(
+    traced: tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]] = run_trace(
         spec, files, limits, project=project, datasets=datasets
     )
     return traced
@@ -329,7 +333,7 @@ def min_region_for(
     return found
 
 
-def _total_bytes_estimate(graph: dict[str, Any]) -> int:
+def _total_bytes_estimate(graph: IrGraph) -> int:
     from compiler.ir import tensor_bytes
 
     return sum(tensor_bytes(i["shape"], i["dtype"]) for i in graph["inputs"])

@@ -49,9 +49,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph, IrNode
+    from sam_domain.json_value import JsonValue
+
 
 FORMAT = "sam-ir/1"
 # grad_acc/micro: gradient accumulators and the micro-batch index of a micro-batched step;
@@ -72,7 +78,7 @@ DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 _ENUM_KEYS = ("dtype", "device", "layout", "memory_format")
 
 
-def encode_arg(value: Any, name_of: Callable[[Any], str | None]) -> Any:
+def encode_arg(value: object, name_of: Callable[[object], str | None]) -> JsonValue:
     """JSON form of one FX argument; `name_of(v)` gives the IR name of a graph value or None."""
     ref = name_of(value)
     if ref is not None:
@@ -90,7 +96,7 @@ def encode_arg(value: Any, name_of: Callable[[Any], str | None]) -> Any:
     return _encode_enum(value)
 
 
-def _encode_enum(value: Any) -> dict[str, str]:
+def _encode_enum(value: object) -> dict[str, JsonValue]:
     import torch  # only the tracer encodes; decoders need no torch
 
     if isinstance(value, torch.dtype):
@@ -104,7 +110,7 @@ def _encode_enum(value: Any) -> dict[str, str]:
     raise TypeError(f"cannot encode argument {value!r} of type {type(value).__name__} in SAM-IR")
 
 
-def decode_arg(value: Any, env: Mapping[str, Any], *, to_torch: bool = False) -> Any:
+def decode_arg(value: JsonValue, env: Mapping[str, Any], *, to_torch: bool = False) -> Any:
     """Inverse of `encode_arg`: refs become `env[name]`; enums become torch objects if `to_torch`."""
     if isinstance(value, list):
         return [decode_arg(v, env, to_torch=to_torch) for v in value]
@@ -120,29 +126,41 @@ def decode_arg(value: Any, env: Mapping[str, Any], *, to_torch: bool = False) ->
     return {k: decode_arg(v, env, to_torch=to_torch) for k, v in value.items()}
 
 
-def _decode_enum(value: dict[str, str]) -> Any:
+def _decode_enum(value: Mapping[str, JsonValue]) -> object:
     import torch
 
     key, text = next(iter(value.items()))
+    if not isinstance(text, str):  # decode_arg passes only one-key objects of a str
+        raise TypeError(f"cannot decode argument {dict(value)!r}")
     if key == "device":
         return torch.device(text)
     return getattr(torch, text)
 
 
-def iter_refs(value: Any) -> Iterator[str]:
+def iter_refs(value: JsonValue) -> Iterator[str]:
     """Every name referenced (`{"ref": ...}`) anywhere inside an encoded argument."""
     if isinstance(value, list):
         for v in value:
             yield from iter_refs(v)
     elif isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get("ref"), str):
-            yield value["ref"]
+        ref = arg_ref(value)
+        if ref is not None:
+            yield ref
         else:
             for v in value.values():
                 yield from iter_refs(v)
 
 
-def node_inputs(node: Mapping[str, Any]) -> list[str]:
+def arg_ref(value: JsonValue) -> str | None:
+    """The value an encoded argument names (`{"ref": "n3"}` -> "n3"), or None for any other."""
+    if isinstance(value, dict) and len(value) == 1:
+        ref = value.get("ref")
+        if isinstance(ref, str):
+            return ref
+    return None
+
+
+def node_inputs(node: IrNode) -> list[str]:
     """Names a node reads, in argument order, duplicates removed."""
     seen: dict[str, None] = {}
     for ref in iter_refs([node.get("args", []), node.get("kwargs", {})]):
@@ -150,7 +168,7 @@ def node_inputs(node: Mapping[str, Any]) -> list[str]:
     return list(seen)
 
 
-def consumers(graph: Mapping[str, Any]) -> dict[str, list[str]]:
+def consumers(graph: IrGraph) -> dict[str, list[str]]:
     """value name -> names of the nodes that read it ("output" for graph outputs)."""
     users: dict[str, list[str]] = {i["name"]: [] for i in graph["inputs"]}
     for node in graph["nodes"]:
@@ -181,24 +199,25 @@ def validate_graph(graph: Mapping[str, Any]) -> None:
             raise ValueError(f"bad output {out}")
 
 
-def tensor_bytes(shape: list[int], dtype: str) -> int:
-    """Bytes of a dense tensor of `shape` and IR `dtype`."""
-    size = {"float16": 2, "bfloat16": 2, "bool": 1, "int32": 4, "float32": 4}.get(dtype, 8)
+def tensor_bytes(shape: Sequence[int], dtype: str | None) -> int:
+    """Bytes of a dense tensor of `shape` and IR `dtype` (8 a value for a dtype it does not list)."""
+    sizes = {"float16": 2, "bfloat16": 2, "bool": 1, "int32": 4, "float32": 4}
+    size = sizes.get(dtype, 8) if dtype is not None else 8
     return int(math.prod(shape)) * size
 
 
-def save_graph(graph: Mapping[str, Any], path: Path) -> None:
+def save_graph(graph: Mapping[str, object], path: Path) -> None:
     """Write the graph as compact, key-sorted JSON (the bytes are part of the cache key)."""
     Path(path).write_text(canonical_json(graph))
 
 
-def load_graph(path: Path) -> dict[str, Any]:
+def load_graph(path: Path) -> IrGraph:
     """Read and validate a graph.json."""
-    graph: dict[str, Any] = json.loads(Path(path).read_text())
+    graph: IrGraph = json.loads(Path(path).read_text())
     validate_graph(graph)
     return graph
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """Deterministic JSON text (sorted keys, no spaces) for hashing and storage."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)

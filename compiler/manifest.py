@@ -10,10 +10,14 @@ from compiler.artifact import FORMAT
 from compiler.cache import torch_version
 from compiler.step_options import LossScaleConfig
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph, IrInput
+
 
 def build_summary(
     plan: Any,
-    graph: dict[str, Any],
+    graph: IrGraph,
     arch: ArchInfo,
     region: tuple[int, int],
     key: str,
@@ -70,7 +74,7 @@ def build_summary(
     }
 
 
-def _numel(inp: dict[str, Any]) -> int:
+def _numel(inp: IrInput) -> int:
     n = 1
     for d in inp["shape"]:
         n *= d
@@ -80,7 +84,7 @@ def _numel(inp: dict[str, Any]) -> int:
 def build_manifest(
     spec: dict[str, Any],
     plan: Any,
-    graph: dict[str, Any],
+    graph: IrGraph,
     arch: ArchInfo,
     region: tuple[int, int],
     key: str,

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.errors import CompileOOM
+from compiler.plan_options import PlanOptions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
 
 
 @dataclass
@@ -40,7 +45,7 @@ class MicroBatchDecision:
         }
 
 
-def activation_bytes(graph: dict[str, Any], options: dict[str, Any], area: int) -> int:
+def activation_bytes(graph: IrGraph, options: PlanOptions, area: int) -> int:
     """Bytes of activations the step keeps on the wafer (all kernels, whole batch of the graph)."""
     from compiler.passes.memory import plan_memory
     from compiler.planner import build_kernels
@@ -51,18 +56,22 @@ def activation_bytes(graph: dict[str, Any], options: dict[str, Any], area: int) 
 
 def fit_budget(
     spec: dict[str, Any],
-    graph: dict[str, Any],
-    options: dict[str, Any],
+    graph: IrGraph,
+    options: PlanOptions,
     area: int,
     retrace: Any,
-) -> tuple[dict[str, Any], dict[str, Any], MicroBatchDecision]:
+) -> tuple[dict[str, Any], IrGraph, MicroBatchDecision]:
     """(spec, graph) whose activations fit options' per-job budget, and the decision.
 
     retrace(spec) -> graph traces a spec again (with compile_options._micro_batches set).
     Tries the smallest micro-batch count that divides the batch and the linear estimate says
     fits, then larger ones; raises CompileOOM when even one sample per micro-batch is over.
     """
-    budget = int(options["activation_budget_bytes"])
+    budget = options["activation_budget_bytes"]
+    if budget is None:
+        raise ValueError(
+            "fit_budget needs compile_options.max_activation_memory as a per-job budget"
+        )
     batch = int(spec["data"]["batch_size"])
     full = activation_bytes(graph, options, area)
     decision = MicroBatchDecision(budget, full, full, 1, batch)
@@ -77,7 +86,7 @@ def fit_budget(
         trial = copy.deepcopy(spec)
         trial.setdefault("compile_options", {})["_micro_batches"] = count
         traced = retrace(trial)
-        used = activation_bytes(traced, dict(options, micro_batches=count), area)
+        used = activation_bytes(traced, {**options, "micro_batches": count}, area)
         decision = MicroBatchDecision(budget, full, used, count, batch)
         if used <= budget:
             return trial, traced, decision

@@ -5,16 +5,18 @@ alternatives (it re-plans) and hands the answers in; this module does not import
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from compiler.arch import ArchInfo
 from compiler.errors import CompileOOM
+from compiler.plan_options import PlanOptions
 
 if TYPE_CHECKING:  # the planner imports this module to build its errors
     from compiler.planner import PlannedKernel
+    from sam_domain.ir import IrGraph
 
 
-def _kernel_label(graph: dict[str, Any], planned: PlannedKernel) -> str:
+def _kernel_label(graph: IrGraph, planned: PlannedKernel) -> str:
     nodes = {n["name"]: n for n in graph["nodes"]} if graph else {}
     sources = [nodes[n].get("source") for n in planned.kernel.nodes if n in nodes]
     source = next((s for s in sources if s), None)
@@ -22,9 +24,9 @@ def _kernel_label(graph: dict[str, Any], planned: PlannedKernel) -> str:
 
 
 def oom_error(
-    graph: dict[str, Any],
+    graph: IrGraph,
     planned: list[PlannedKernel],
-    options: dict[str, Any],
+    options: PlanOptions,
     arch: ArchInfo,
     region: tuple[int, int],
     smallest: tuple[int, int] | None,
@@ -88,7 +90,7 @@ def oom_error(
 def streaming_oom(
     planned: list[PlannedKernel],
     worst: PlannedKernel,
-    options: dict[str, Any],
+    options: PlanOptions,
     arch: ArchInfo,
     region: tuple[int, int],
 ) -> CompileOOM:

@@ -20,6 +20,11 @@ from compiler.passes.cost import node_flops, shape_table
 from compiler.passes.fusion import Kernel, fuse, merge_to_count
 from compiler.passes.memory import KernelMemory, plan_memory
 from compiler.passes.placement import PlacementFailed, size_and_place
+from compiler.plan_options import PlanOptions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
 
 EFFICIENCY = 0.8  # sustained fraction of peak FLOP rate (25-pt stencil on WSE-2, anchors a.4)
 
@@ -51,7 +56,7 @@ class CompilePlan:
     offload_cycles_per_step: int = 0
 
 
-def compile_options(spec: dict[str, Any]) -> dict[str, Any]:
+def compile_options(spec: dict[str, Any]) -> PlanOptions:
     """The options that change a plan, from spec.compile_options."""
     opts = spec.get("compile_options") or {}
     budget = parse_activation_budget(opts.get("max_activation_memory"))
@@ -68,7 +73,7 @@ def compile_options(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_kernels(graph: dict[str, Any], area: int) -> list[Kernel]:
+def build_kernels(graph: IrGraph, area: int) -> list[Kernel]:
     """Fused kernels with FLOPs, merged so that no more kernels than PEs remain."""
     shapes = shape_table(graph)
     flops = {n["name"]: node_flops(n, shapes) for n in graph["nodes"]}
@@ -79,8 +84,8 @@ def build_kernels(graph: dict[str, Any], area: int) -> list[Kernel]:
 
 
 def plan_compile(
-    graph: dict[str, Any],
-    options: dict[str, Any],
+    graph: IrGraph,
+    options: PlanOptions,
     arch: ArchInfo,
     region: tuple[int, int],
     *,
@@ -106,7 +111,7 @@ def _cap(arch: ArchInfo) -> int:
     return arch.sram_bytes - arch.sram_reserved_bytes
 
 
-def _min_area(memory: KernelMemory, options: dict[str, Any], arch: ArchInfo) -> int:
+def _min_area(memory: KernelMemory, options: PlanOptions, arch: ArchInfo) -> int:
     need = math.ceil(memory.total() / _cap(arch))
     act_cap = options.get("max_activation_memory")
     if act_cap:
@@ -115,9 +120,9 @@ def _min_area(memory: KernelMemory, options: dict[str, Any], arch: ArchInfo) -> 
 
 
 def _plan_pipelined(
-    graph: dict[str, Any],
+    graph: IrGraph,
     planned: list[PlannedKernel],
-    options: dict[str, Any],
+    options: PlanOptions,
     arch: ArchInfo,
     region: tuple[int, int],
     do_placement: bool,
@@ -162,7 +167,7 @@ def _add_offload(plan: CompilePlan, micro: int, arch: ArchInfo, region: tuple[in
     plan.cycles_per_step += plan.offload_cycles_per_step
 
 
-def wirelength(graph: dict[str, Any], planned: list[PlannedKernel]) -> int:
+def wirelength(graph: IrGraph, planned: list[PlannedKernel]) -> int:
     """Placement quality: L1 distance between the centres of every producer/consumer kernel
     pair (the ISPD-2020 wire term); the chain-keeping floorplan keeps it small."""
     kernel_of = {n: i for i, p in enumerate(planned) for n in p.kernel.nodes}
@@ -184,9 +189,9 @@ def wirelength(graph: dict[str, Any], planned: list[PlannedKernel]) -> int:
 
 def _oom(
     explain: bool,
-    graph: dict[str, Any],
+    graph: IrGraph,
     planned: list[PlannedKernel],
-    options: dict[str, Any],
+    options: PlanOptions,
     arch: ArchInfo,
     region: tuple[int, int],
     **where: Any,
@@ -195,13 +200,13 @@ def _oom(
         return CompileOOM("does not fit")
     smallest = smallest_region(graph, options, arch, region)
     streaming = not options.get("streaming") and plan_fits(
-        graph, dict(options, streaming=True), arch, region
+        graph, {**options, "streaming": True}, arch, region
     )
     return oom_error(graph, planned, options, arch, region, smallest, streaming, **where)
 
 
 def plan_fits(
-    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+    graph: IrGraph, options: PlanOptions, arch: ArchInfo, region: tuple[int, int]
 ) -> bool:
     """Whether the step plans on `region` without running out of memory."""
     try:
@@ -212,7 +217,7 @@ def plan_fits(
 
 
 def smallest_region(
-    graph: dict[str, Any], options: dict[str, Any], arch: ArchInfo, region: tuple[int, int]
+    graph: IrGraph, options: PlanOptions, arch: ArchInfo, region: tuple[int, int]
 ) -> tuple[int, int] | None:
     """The smallest region with the requested aspect ratio (capped by the wafer) that fits."""
     rows, cols = region
@@ -235,7 +240,7 @@ def smallest_region(
     return shape(hi)
 
 
-def _fits(per_pe: dict[str, int], options: dict[str, Any], arch: ArchInfo) -> bool:
+def _fits(per_pe: dict[str, int], options: PlanOptions, arch: ArchInfo) -> bool:
     act_cap = options.get("max_activation_memory")
     if act_cap and per_pe["activations"] > int(act_cap):
         return False
@@ -244,7 +249,7 @@ def _fits(per_pe: dict[str, int], options: dict[str, Any], arch: ArchInfo) -> bo
 
 def _plan_streaming(
     planned: list[PlannedKernel],
-    options: dict[str, Any],
+    options: PlanOptions,
     arch: ArchInfo,
     region: tuple[int, int],
     explain: bool,
@@ -285,7 +290,7 @@ def _kernel_cycles(
     area: int,
     rect: tuple[int, int, int, int] | None,
     arch: ArchInfo,
-    options: dict[str, Any],
+    options: PlanOptions,
 ) -> int:
     rate = arch.fp16_flops_per_cycle if options.get("fp16") else arch.fp32_flops_per_cycle
     compute = flops / (area * rate * EFFICIENCY)
@@ -293,7 +298,7 @@ def _kernel_cycles(
     return int(math.ceil(compute + hops))
 
 
-def _batch_size(graph: dict[str, Any]) -> int:
+def _batch_size(graph: IrGraph) -> int:
     for inp in graph["inputs"]:
         if inp["role"] == "input" and inp["shape"]:
             return max(1, int(inp["shape"][0]))

@@ -20,7 +20,7 @@ class IrInput(TypedDict):
     role: str  # compiler.ir.INPUT_ROLES
     shape: Shape
     dtype: str
-    source_name: NotRequired[str | None]  # "fc1.weight", "fc1.weight.exp_avg"
+    source_name: str  # "fc1.weight", "fc1.weight.exp_avg"
 
 
 class IrNode(TypedDict):
@@ -40,6 +40,7 @@ class IrNode(TypedDict):
     source: NotRequired[str | None]  # the user's line that reached it
     where: NotRequired[str]  # the PyTorch call and the line that called it
     rewritable: NotRequired[bool]  # whether that line is the user's
+    recompute_for: NotRequired[str]  # a copy the recompute pass made for this backward node
 
 
 class IrOutput(TypedDict):

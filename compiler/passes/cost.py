@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from compiler.ir import iter_refs
 from compiler.ops import op_class
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph, IrNode
 
 _FLOPS_PER_ELEMENT = {
     "aten._softmax.default": 5,
@@ -31,7 +34,7 @@ _FLOPS_PER_ELEMENT = {
 }
 
 
-def shape_table(graph: dict[str, Any]) -> dict[str, list[int] | None]:
+def shape_table(graph: IrGraph) -> dict[str, list[int] | None]:
     """value name -> shape (first element's shape for tuple outputs)."""
     table: dict[str, list[int] | None] = {i["name"]: i["shape"] for i in graph["inputs"]}
     for node in graph["nodes"]:
@@ -39,7 +42,7 @@ def shape_table(graph: dict[str, Any]) -> dict[str, list[int] | None]:
     return table
 
 
-def node_flops(node: dict[str, Any], shapes: dict[str, list[int] | None]) -> int:
+def node_flops(node: IrNode, shapes: dict[str, list[int] | None]) -> int:
     """Floating-point operations of one node (multiply-add = 2)."""
     target = node["target"]
     ins = [shapes.get(r) or [] for r in iter_refs(node["args"])]
@@ -58,7 +61,10 @@ def node_flops(node: dict[str, Any], shapes: dict[str, list[int] | None]) -> int
         return 4 * math.prod(ins[0]) * math.prod(ins[2][1:])
     if target == "aten.grid_sampler_2d_backward.default" and ins:
         # per output value and tap: a multiply-add into the input's gradient, one into the grid's
-        taps = {1: 1, 2: 16}.get(node["args"][3], 4)  # nearest, bicubic, bilinear
+        mode = node["args"][3]
+        taps = (
+            {1: 1, 2: 16}.get(mode, 4) if isinstance(mode, int) else 4
+        )  # nearest, bicubic, bilinear
         return 4 * taps * math.prod(ins[0])
     if target in _FLOPS_PER_ELEMENT:
         biggest = max([math.prod(s) for s in ins if s] + [numel])

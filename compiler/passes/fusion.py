@@ -12,12 +12,16 @@ the kernel of the backward node they are recomputed for and never start a kernel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Final
 
 from compiler.ir import consumers, node_inputs
 from compiler.ops import ANCHOR_CLASSES, op_class
 
-RECOMPUTE_FOR = "recompute_for"  # see compiler.passes.recompute
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
+
+RECOMPUTE_FOR: Final = "recompute_for"  # see compiler.passes.recompute
 
 
 @dataclass
@@ -30,7 +34,7 @@ class Kernel:
     flops: int = 0
 
 
-def fuse(graph: dict[str, Any]) -> list[Kernel]:
+def fuse(graph: IrGraph) -> list[Kernel]:
     """Assign every node to a kernel (in topological order); returns kernels in execution order."""
     kernel_of: dict[str, int] = {}
     ops: list[str] = []
@@ -57,7 +61,7 @@ def fuse(graph: dict[str, Any]) -> list[Kernel]:
     return kernels
 
 
-def _assign_orphans(graph: dict[str, Any], kernel_of: dict[str, int], ops: list[str]) -> None:
+def _assign_orphans(graph: IrGraph, kernel_of: dict[str, int], ops: list[str]) -> None:
     """Nodes fed only by graph inputs (creation ops, updates of params without grads) join
     their first consumer's kernel, else the last kernel, else a new elementwise kernel."""
     users = consumers(graph)

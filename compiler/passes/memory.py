@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from compiler.ir import consumers, node_inputs, tensor_bytes
 from compiler.ops import op_class
 from compiler.passes.fusion import Kernel
+from compiler.plan_options import PlanOptions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 
@@ -47,9 +51,7 @@ class KernelMemory:
         return {**spread, "reserve": reserve}
 
 
-def plan_memory(
-    graph: dict[str, Any], kernels: list[Kernel], options: dict[str, Any]
-) -> list[KernelMemory]:
+def plan_memory(graph: IrGraph, kernels: list[Kernel], options: PlanOptions) -> list[KernelMemory]:
     """KernelMemory for each kernel. options: fp16 (bool), optimizer_offload (bool), streaming (bool)."""
     kernel_of = {n: i for i, k in enumerate(kernels) for n in k.nodes}
     plans = [KernelMemory() for _ in kernels]
@@ -62,7 +64,7 @@ def plan_memory(
 
 
 def _add_weights(
-    graph: dict[str, Any], kernel_of: dict[str, int], plans: list[KernelMemory], offload: bool
+    graph: IrGraph, kernel_of: dict[str, int], plans: list[KernelMemory], offload: bool
 ) -> None:
     """Each parameter, its gradient and its optimizer state, on the kernel that owns it."""
     inputs = {i["name"]: i for i in graph["inputs"]}
@@ -90,25 +92,26 @@ def _add_weights(
 
 
 def _add_crossing_activations(
-    graph: dict[str, Any], kernel_of: dict[str, int], plans: list[KernelMemory], scale: float
+    graph: IrGraph, kernel_of: dict[str, int], plans: list[KernelMemory], scale: float
 ) -> None:
     """Values another kernel reads: stashed for backward or in flight between kernels."""
     users = consumers(graph)
     for node in graph["nodes"]:
-        if op_class(node["target"]) == "view" or not node.get("shape"):
+        shape = node.get("shape")
+        if op_class(node["target"]) == "view" or not shape:
             continue
         k = kernel_of[node["name"]]
         # Step outputs (new weights and optimizer state) overwrite the old values in place, so
         # only reads by another kernel make a value a stashed or in-flight activation.
         readers = {kernel_of[u] for u in users.get(node["name"], []) if u in kernel_of}
         if readers - {k}:
-            size = int(tensor_bytes(node["shape"], node["dtype"]) * scale)
+            size = int(tensor_bytes(shape, node.get("dtype")) * scale)
             plans[k].activations += size
             plans[k].symbols += ((node["name"], "activations", size),)
 
 
 def _add_working_set(
-    graph: dict[str, Any], kernels: list[Kernel], plans: list[KernelMemory], scale: float
+    graph: IrGraph, kernels: list[Kernel], plans: list[KernelMemory], scale: float
 ) -> None:
     """The kernel's largest intermediate; gradients and updates of its own weights are already
     counted as gradients/weights, so tensors shaped like an owned parameter are left out."""
@@ -117,11 +120,11 @@ def _add_working_set(
     for kernel, plan in zip(kernels, plans, strict=False):
         owned = {tuple(shapes[p]) for p in plan.params}
         sizes = [
-            tensor_bytes(nodes[n]["shape"], nodes[n]["dtype"])
+            tensor_bytes(shape, nodes[n].get("dtype"))
             for n in kernel.nodes
-            if nodes[n].get("shape")
+            if (shape := nodes[n].get("shape"))
             and op_class(nodes[n]["target"]) != "view"
-            and tuple(nodes[n]["shape"]) not in owned
+            and tuple(shape) not in owned
         ]
         biggest = int(max(sizes, default=0) * scale)
         plan.activations += biggest
@@ -129,7 +132,7 @@ def _add_working_set(
 
 
 def _add_batch(
-    graph: dict[str, Any],
+    graph: IrGraph,
     kernels: list[Kernel],
     kernel_of: dict[str, int],
     plans: list[KernelMemory],
@@ -145,7 +148,7 @@ def _add_batch(
             plans[min(readers)].symbols += ((inp["name"], "activations", size),)
 
 
-def _param_owners(graph: dict[str, Any], kernel_of: dict[str, int]) -> dict[str, int]:
+def _param_owners(graph: IrGraph, kernel_of: dict[str, int]) -> dict[str, int]:
     """A parameter lives on the kernel that last reads it: the one running its optimizer update
     (beside its gradient); earlier readers (the forward pass) receive it over the fabric."""
     params = [i["name"] for i in graph["inputs"] if i["role"] in ("param", "buffer", "constant")]
@@ -159,7 +162,7 @@ def _param_owners(graph: dict[str, Any], kernel_of: dict[str, int]) -> dict[str,
     return {p: owner.get(p, last) for p in params}
 
 
-def _state_by_param(graph: dict[str, Any], role: str = "opt_state") -> dict[str, list[str]]:
+def _state_by_param(graph: IrGraph, role: str = "opt_state") -> dict[str, list[str]]:
     """Param input name -> names of its `role` inputs (source names "<param>.<what>")."""
     by_source = {i["source_name"]: i["name"] for i in graph["inputs"] if i["role"] == "param"}
     result: dict[str, list[str]] = {}

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
-from compiler.ir import node_inputs, tensor_bytes
+from compiler.ir import arg_ref, node_inputs, tensor_bytes
 from compiler.ops import op_class
 from compiler.passes.fusion import RECOMPUTE_FOR as MARK
 from compiler.passes.fusion import fuse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph, IrNode
+    from sam_domain.json_value import JsonValue
 
 RANDOM_OPS = frozenset({"aten.bernoulli.p", "aten.native_dropout.default"})
 MIN_BYTES = 1024
@@ -51,7 +55,7 @@ class RecomputeReport:
         }
 
 
-def forward_nodes(graph: dict[str, Any]) -> set[str]:
+def forward_nodes(graph: IrGraph) -> set[str]:
     """Names of the nodes the loss depends on (the forward pass and the loss)."""
     nodes = {n["name"]: n for n in graph["nodes"]}
     loss = next(o["ref"] for o in graph["outputs"] if o["role"] == "loss")
@@ -66,7 +70,7 @@ def forward_nodes(graph: dict[str, Any]) -> set[str]:
     return seen
 
 
-def recompute_activations(graph: dict[str, Any]) -> tuple[dict[str, Any], RecomputeReport]:
+def recompute_activations(graph: IrGraph) -> tuple[IrGraph, RecomputeReport]:
     """(new graph, report): `graph` with stashed-only forward values recomputed by the backward
     kernels that read them (see the module docstring); the input graph is not modified."""
     nodes = {n["name"]: n for n in graph["nodes"]}
@@ -82,9 +86,10 @@ def recompute_activations(graph: dict[str, Any]) -> tuple[dict[str, Any], Recomp
     freed: dict[str, int] = {}
     for name in forward:
         node = nodes[name]
-        if name in held or not node.get("shape") or op_class(node["target"]) == "view":
+        shape = node.get("shape")
+        if name in held or not shape or op_class(node["target"]) == "view":
             continue
-        size = tensor_bytes(node["shape"], node["dtype"])
+        size = tensor_bytes(shape, node.get("dtype"))
         outside = [r for r in readers.get(name, []) if kernel_of[r] != kernel_of[name]]
         if size < MIN_BYTES or not outside:
             continue
@@ -101,8 +106,8 @@ def recompute_activations(graph: dict[str, Any]) -> tuple[dict[str, Any], Recomp
 
 
 def _held_values(
-    graph: dict[str, Any],
-    nodes: dict[str, dict[str, Any]],
+    graph: IrGraph,
+    nodes: dict[str, IrNode],
     kernel_of: dict[str, int],
     forward: set[str],
     readers: dict[str, list[str]],
@@ -123,7 +128,7 @@ def _held_values(
 
 def _producers(
     name: str,
-    nodes: dict[str, dict[str, Any]],
+    nodes: dict[str, IrNode],
     kernel_of: dict[str, int],
     held: set[str],
     forward: set[str],
@@ -146,12 +151,12 @@ def _producers(
 
 
 def _rewrite(
-    graph: dict[str, Any],
-    nodes: dict[str, dict[str, Any]],
+    graph: IrGraph,
+    nodes: dict[str, IrNode],
     kernel_of: dict[str, int],
     forward: set[str],
     wanted: dict[int, dict[str, None]],
-) -> tuple[dict[str, Any], int]:
+) -> tuple[IrGraph, int]:
     """The graph with one copy of each wanted forward node per backward kernel, placed just before
     that kernel's first reader, and the kernel's backward readers reading the copies."""
     out = copy.deepcopy(graph)
@@ -162,7 +167,7 @@ def _rewrite(
             if set(node_inputs(node)) & set(wanted[kernel]):
                 first_reader[kernel] = node["name"]
     renamed = {k: {n: f"{n}.rc{k}" for n in names} for k, names in wanted.items()}
-    inserts: dict[str, list[dict[str, Any]]] = {}
+    inserts: dict[str, list[IrNode]] = {}
     copied = 0
     for kernel, names in wanted.items():
         if kernel not in first_reader:
@@ -171,8 +176,8 @@ def _rewrite(
         for name in names:
             clone = copy.deepcopy(nodes[name])
             clone["name"] = mapping[name]
-            clone["args"] = _renamed(clone.get("args", []), mapping)
-            clone["kwargs"] = _renamed(clone.get("kwargs", {}), mapping)
+            clone["args"] = [_renamed(v, mapping) for v in clone.get("args", [])]
+            clone["kwargs"] = {k: _renamed(v, mapping) for k, v in clone.get("kwargs", {}).items()}
             clone[MARK] = first_reader[kernel]
             inserts.setdefault(first_reader[kernel], []).append(clone)
             copied += 1
@@ -181,18 +186,20 @@ def _rewrite(
         new_nodes.extend(inserts.get(node["name"], []))
         kernel = kernel_of[node["name"]]
         if node["name"] not in forward and kernel in first_reader:
-            node["args"] = _renamed(node.get("args", []), renamed[kernel])
-            node["kwargs"] = _renamed(node.get("kwargs", {}), renamed[kernel])
+            mapping = renamed[kernel]
+            node["args"] = [_renamed(v, mapping) for v in node.get("args", [])]
+            node["kwargs"] = {k: _renamed(v, mapping) for k, v in node.get("kwargs", {}).items()}
         new_nodes.append(node)
     out["nodes"] = new_nodes
     return out, copied
 
 
-def _renamed(value: Any, mapping: dict[str, str]) -> Any:
+def _renamed(value: JsonValue, mapping: dict[str, str]) -> JsonValue:
     """An encoded argument with its refs renamed by `mapping`."""
     if isinstance(value, dict):
-        if "ref" in value and len(value) == 1:
-            return {"ref": mapping.get(value["ref"], value["ref"])}
+        ref = arg_ref(value)
+        if ref is not None:
+            return {"ref": mapping.get(ref, ref)}
         return {k: _renamed(v, mapping) for k, v in value.items()}
     if isinstance(value, list):
         return [_renamed(v, mapping) for v in value]

@@ -13,6 +13,10 @@ from compiler.ir import INPUT_ROLES
 from compiler.sandbox.limits import SandboxLimits
 from compiler.sandbox.runner import MAX_GRAPH_BYTES, check_npz, read_bounded, run_task
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sam_domain.ir import IrGraph
+
 _NUMPY_OF_IR = {"float32": "float32", "float16": "float16", "int64": "int64", "int32": "int32"}
 _NUMPY_OF_IR.update(bool="bool")
 # every input the trace gives an initial value for: all but the batch (grad_acc/micro come with
@@ -27,14 +31,14 @@ def run_trace(
     *,
     project: Path | None = None,
     datasets: dict[str, Path] | None = None,
-) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]:
     """(graph, initial tensors, info) of the spec's model (built-in or uploaded), traced in a
     sandbox (with the job's `project` folder at /job/src, and the `datasets` a runner job's
     script reads at /datasets/NAME); raises ModelError (or what the trace
     reported) and SandboxUnavailable."""
     limits = limits or SandboxLimits()
 
-    def collect(out: Path, result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def collect(out: Path, result: dict[str, Any]) -> tuple[IrGraph, dict[str, np.ndarray]]:
         graph = _load_graph(out / "graph.json")
         return graph, _load_tensors(out / "init.npz", graph, limits.file_bytes)
 
@@ -45,11 +49,11 @@ def run_trace(
     return graph, tensors, {"sandboxed": True, "network_isolation": "netns+seccomp"}
 
 
-def _load_graph(path: Path) -> dict[str, Any]:
+def _load_graph(path: Path) -> IrGraph:
     from compiler.ir import validate_graph
 
     try:
-        graph: dict[str, Any] = json.loads(read_bounded(path, MAX_GRAPH_BYTES))
+        graph: IrGraph = json.loads(read_bounded(path, MAX_GRAPH_BYTES))
         validate_graph(graph)
     except FileNotFoundError:
         raise ModelError("the trace finished without writing its graph") from None
@@ -58,7 +62,7 @@ def _load_graph(path: Path) -> dict[str, Any]:
     return graph
 
 
-def _load_tensors(path: Path, graph: dict[str, Any], limit: int) -> dict[str, np.ndarray]:
+def _load_tensors(path: Path, graph: IrGraph, limit: int) -> dict[str, np.ndarray]:
     """The initial tensors: only names the graph declares, each with its shape and dtype."""
     declared = {i["name"]: i for i in graph["inputs"] if i["role"] in _TENSOR_ROLES}
     tensors: dict[str, np.ndarray] = {}
