@@ -28,6 +28,7 @@ def fx_to_ir(
     user_files: tuple[str, ...],
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Convert; returns (graph, constant tensors by input name). Node names become n0, n1, ..."""
+    _storage_order_views(gm)
     names: dict[torch.fx.Node, str] = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     inputs = _placeholder_inputs(placeholders, described, names)
@@ -128,10 +129,32 @@ _STRIDED_OUTSIDE = (
     "base tensor itself, or use slicing, view or unfold"
 )
 _STRIDED_VIEW = (
-    "as_strided addresses the storage of a non-contiguous view (a transpose, permute or "
-    "expand), which the wafer does not keep; call .contiguous() first, or use view, permute or "
+    "as_strided addresses the storage of a view with gaps or repeats (an expand, a strided "
+    "slice), which the wafer does not keep; call .contiguous() first, or use view, permute or "
     "unfold"
 )
+
+
+def _storage_order_views(gm: torch.fx.GraphModule) -> None:
+    """Give each as_strided whose input is dense but not contiguous (a transpose's product, which
+    keeps the transposed strides) a permute of it into storage order: the permuted tensor's
+    row-major elements are the input's storage, which as_strided addresses."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or target_name(node.target) not in _AS_STRIDED:
+            continue
+        source = node.args[0]
+        value = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or value.is_contiguous() or value.dim() < 2:
+            continue
+        strides = value.stride()
+        order = sorted(range(value.dim()), key=lambda d: -strides[d])
+        permuted = value.permute(order)
+        if not permuted.is_contiguous():  # expanded or overlapping: no storage order
+            continue
+        with gm.graph.inserting_before(node):
+            view = gm.graph.call_function(torch.ops.aten.permute.default, (source, order))
+        view.meta = {**source.meta, "val": permuted}
+        node.args = (view, *node.args[1:])
 
 
 def _rebase_as_strided(node: torch.fx.Node, args: list[Any], kwargs: dict[str, Any]) -> str | None:

@@ -1,7 +1,9 @@
 """as_strided addresses storage; the wafer holds a tensor's own elements, row-major from 0. An
-as_strided of a contiguous view inside the step (a slice) is compiled relative to the view, and
-one the wafer cannot express (of a transpose, or reaching past the view) is refused at compile
-with the reason, instead of reading the wrong elements."""
+as_strided of a contiguous view inside the step (a slice) is compiled relative to the view, of a
+dense one in another order (a transpose, or a product of one, which keeps its strides) through a
+permute into storage order, and one the wafer cannot express (of an expand or a strided slice,
+or reaching past the view) is refused at compile with the reason, instead of reading the wrong
+elements."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ def test_as_strided_of_a_slice_reads_the_elements_eager_reads() -> None:
         lambda t: t[2:].as_strided((2, 2), (1, 2), 3),  # storage offset 3 = the slice's 1
         lambda t: t[4:].as_strided((3,), (2,)),  # no offset: the view's own
         lambda t: (t * 2).as_strided((3, 2), (2, 5), 1),
+        lambda t: t.view(4, 5).t().as_strided((2, 2), (1, 2), 1),
+        lambda t: (t.view(2, 2, 5).transpose(1, 2) * 1).as_strided((3, 2), (4, 1), 2),
     ):
         np.testing.assert_array_equal(_on_wafer(fn, x), fn(x).numpy())
 
@@ -32,7 +36,8 @@ def test_as_strided_of_a_slice_reads_the_elements_eager_reads() -> None:
 @pytest.mark.parametrize(
     ("fn", "why"),
     [
-        (lambda t: t.view(4, 5).t().as_strided((2, 2), (1, 2), 1), "non-contiguous view"),
+        (lambda t: t.view(4, 5)[:, :1].expand(4, 3).as_strided((2,), (1,)), "gaps or repeats"),
+        (lambda t: t[::2].as_strided((2, 2), (1, 2), 0), "gaps or repeats"),
         (lambda t: t[5:].as_strided((2, 2), (1, 2), 0), "outside the tensor"),
         (lambda t: t[:6].as_strided((3,), (3,), 0), "outside the tensor"),
     ],
@@ -43,3 +48,17 @@ def test_as_strided_the_wafer_cannot_express_is_refused_with_the_reason(fn, why:
     (item,) = info.value.details["ops"]
     assert item["op"] == "aten.as_strided.default"
     assert why in item["suggestion"]
+
+
+def test_an_in_place_update_of_a_transposed_product_matches_eager() -> None:
+    # functionalization writes the update back through as_strided of the product, whose strides
+    # are the transpose's: the wafer used to address it row-major (5.3 off eager)
+    def step(h: torch.Tensor) -> torch.Tensor:
+        h = h.view(8, 2, 5)
+        g = h.transpose(1, 2) * 1
+        g[:, 1:3] += h.transpose(1, 2)[:, :2]
+        g.diagonal(dim1=1, dim2=2).mul_(2)
+        return g.sum(-1)
+
+    x = torch.randn(8, 10, generator=torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(_on_wafer(step, x), step(x).numpy(), rtol=1e-6)
