@@ -27,6 +27,18 @@ class QuickHTTPError(OSError):
         self.timed_out = timed_out
 
 
+class FileBody:
+    """A request body that is a region of a file (an upload's chunk): the kernel sends it from
+    the page cache (sendfile), never read into Python nor copied beside the request's head."""
+
+    __slots__ = ("path", "offset", "size")
+
+    def __init__(self, path: str, offset: int, size: int) -> None:
+        self.path = path
+        self.offset = offset
+        self.size = size
+
+
 class QuickRequest:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -58,14 +70,18 @@ class QuickResponse:
 
 
 def request(
-    url: str, method: str, headers: dict[str, str], body: bytes | None, timeout_s: float
+    url: str,
+    method: str,
+    headers: dict[str, str],
+    body: bytes | FileBody | None,
+    timeout_s: float,
 ) -> QuickResponse:
     """Send `method url` (an `http://` URL with its query) and return the whole answer."""
     netloc, host, port, target = split_url(url)
     lines = [f"{method} {target} HTTP/1.1", f"Host: {netloc}", "Connection: close"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
+        lines.append(f"Content-Length: {body.size if isinstance(body, FileBody) else len(body)}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     try:
         conn = connect(host, port, min(timeout_s, 10.0))
@@ -73,7 +89,14 @@ def request(
         raise QuickHTTPError(_reason(exc), sent=False) from exc
     try:
         conn.settimeout(timeout_s)
-        conn.sendall(head + (body or b""))
+        if isinstance(body, FileBody):
+            conn.sendall(head)
+            _send_file(conn, body, timeout_s)
+        elif body is not None and len(body) > 65536:
+            conn.sendall(head)  # a big body is not copied to follow the head
+            conn.sendall(body)
+        else:
+            conn.sendall(head + (body or b""))
         chunks = []
         while chunk := conn.recv(65536):
             chunks.append(chunk)
@@ -86,6 +109,27 @@ def request(
     response = parse_response(b"".join(chunks))
     response.request = QuickRequest(url)
     return response
+
+
+def _send_file(conn: _socket.socket, body: FileBody, timeout_s: float) -> None:
+    """Send `body`'s file region on `conn` with sendfile (the socket has a timeout, so it is
+    non-blocking underneath: wait until it can take more, at most `timeout_s` each time)."""
+    import os
+    import select
+
+    with open(body.path, "rb") as source:
+        offset, left = body.offset, body.size
+        while left:
+            try:
+                sent = os.sendfile(conn.fileno(), source.fileno(), offset, left)
+            except BlockingIOError:
+                if not select.select([], [conn], [], timeout_s)[1]:
+                    raise TimeoutError from None
+                continue
+            if sent == 0:
+                raise OSError(f"{body.path} ended before the {body.size} bytes announced")
+            offset += sent
+            left -= sent
 
 
 def connect(host: str, port: int, timeout_s: float) -> _socket.socket:

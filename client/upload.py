@@ -111,6 +111,12 @@ def _hex_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _region_sha256(local: Path, offset: int, size: int) -> str:
+    with open(local, "rb") as handle:
+        handle.seek(offset)
+        return _hex_sha256(handle.read(size))
+
+
 def _Changed(local: Path) -> Exception:  # noqa: N802 (raised like a class)
     from client.errors import JobSpecError
 
@@ -150,18 +156,15 @@ def upload_files(
 
     def send(chunk: str) -> int:
         local, offset, size = where[chunk]
-        with open(local, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read(size)
-        # The server checks each chunk against its hash (a 422 when they differ): hashing it
-        # here again too was a third pass over every byte sent. Only when the server refuses
-        # a chunk is it hashed here, to say whether the file changed under the upload.
+        # The server checks each chunk against its hash (a 422 when they differ): the bytes go
+        # from the file to the socket without being read here (sendfile). Only when the server
+        # refuses a chunk is it read and hashed here, to say whether the file changed meanwhile.
         try:
-            if len(data) != size:
+            if os.stat(local).st_size < offset + size:
                 raise _Changed(local)
-            client.put_bytes(f"/uploads/chunks/{chunk}", data)
+            client.put_file(f"/uploads/chunks/{chunk}", str(local), offset, size)
         except SamAPIError as exc:
-            if exc.status == 422 and hashlib.sha256(data).hexdigest() != chunk:
+            if exc.status == 422 and _region_sha256(local, offset, size) != chunk:
                 raise _Changed(local) from None
             raise
         if on_chunk is not None:

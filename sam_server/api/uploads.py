@@ -64,13 +64,18 @@ def missing(
 async def put_chunk(
     digest: str, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> dict[str, Any]:
-    """Store one chunk (the raw body), checked against the SHA-256 in the path."""
-    data = await request.body()
+    """Store one chunk (the raw body), checked against the SHA-256 in the path. The body goes to
+    disk as it arrives, hashed on the way (services/uploads.py IncomingChunk)."""
     name, tenant_id = _tenant(session, principal)
-    work = partial(
-        uploads.store_chunk, session, request.app.state.settings, name, tenant_id, digest, data
-    )
-    result: dict[str, Any] = await anyio.to_thread.run_sync(work)
+    settings = request.app.state.settings
+    incoming = uploads.IncomingChunk(settings, name, digest)
+    try:
+        async for piece in request.stream():
+            incoming.write(piece)
+        work = partial(uploads.store_chunk, session, settings, name, tenant_id, incoming)
+        result: dict[str, Any] = await anyio.to_thread.run_sync(work)
+    finally:
+        incoming.discard()
     return result
 
 

@@ -22,6 +22,7 @@ server said "you have it" and the client did not send it. Three things keep that
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from dataclasses import dataclass
@@ -154,7 +155,8 @@ def _sweep(
 ) -> Collected:
     """Free the chunks (of `only`, or all) that no stored manifest names and that were not
     claimed after `claimed_after` (None: however recently), the assembled files no manifest
-    lists and the trees of projects no longer stored. Called under the exclusive lock."""
+    lists, the trees of projects no longer stored and (in a full sweep) chunk bodies whose
+    upload stopped half-way. Called under the exclusive lock."""
     kept_chunks: set[str] = set()
     kept_files: set[str] = set()
     manifests = store.manifests(tenant)
@@ -174,6 +176,11 @@ def _sweep(
     for name in store.assembled(tenant):
         if name not in kept_files:
             store.drop_file(tenant, name)
+    if claimed_after is not None:  # bodies of chunks whose upload died mid-way
+        for staged in store.staging(tenant).iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if staged.stat().st_mtime < claimed_after:
+                    staged.unlink()
     trees = tenant_projects_root(settings.data_dir, tenant)
     if trees.is_dir():
         stored = set(manifests)

@@ -10,6 +10,8 @@ An interrupted upload resumes where it stopped: the chunks already sent are not 
 from __future__ import annotations
 
 import hashlib
+import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,18 +73,52 @@ def missing_chunks(
     }
 
 
+class IncomingChunk:
+    """A chunk's body as it arrives: written to a file of the tenant's staging folder and hashed
+    on the way, piece by piece (never whole in memory, never copied to be joined), then moved
+    into the store by `store_chunk`."""
+
+    def __init__(self, settings: Settings, tenant: str, digest: str) -> None:
+        if not DIGEST.match(digest):
+            raise InvalidSpec(f"{digest!r} is not a lowercase hex SHA-256 digest")
+        self.digest = digest
+        self.limit = settings.storage.upload_chunk_bytes
+        self.size = 0
+        self.hash = hashlib.sha256()
+        self.path = blob_store(settings).staging(tenant) / f"{digest}.{uuid.uuid4().hex}"
+        self.fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+    def write(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.size > self.limit:
+            raise PayloadTooLarge(
+                f"a chunk of more than {self.limit} bytes is over SAM_UPLOAD_CHUNK_BYTES="
+                f"{self.limit}; split files into chunks of at most that"
+            )
+        self.hash.update(piece)
+        view = memoryview(piece)
+        while view:
+            assert self.fd is not None
+            view = view[os.write(self.fd, view) :]
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def discard(self) -> None:
+        """Forget the received file (moved into the store or refused)."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
 def store_chunk(
-    session: Session, settings: Settings, tenant: str, tenant_id: int, digest: str, data: bytes
+    session: Session, settings: Settings, tenant: str, tenant_id: int, incoming: IncomingChunk
 ) -> dict[str, Any]:
-    """Store one chunk after checking its size and SHA-256; counted once per tenant."""
-    if not DIGEST.match(digest):
-        raise InvalidSpec(f"{digest!r} is not a lowercase hex SHA-256 digest")
-    if len(data) > settings.storage.upload_chunk_bytes:
-        raise PayloadTooLarge(
-            f"a chunk of {len(data)} bytes is over SAM_UPLOAD_CHUNK_BYTES="
-            f"{settings.storage.upload_chunk_bytes}; split files into chunks of at most that"
-        )
-    actual = hashlib.sha256(data).hexdigest()
+    """Store one received chunk after checking its SHA-256; counted once per tenant."""
+    incoming.close()
+    digest = incoming.digest
+    actual = incoming.hash.hexdigest()
     if actual != digest:
         raise InvalidSpec(
             f"the chunk's SHA-256 is {actual}, not {digest}: it was altered on the way; send it "
@@ -90,35 +126,22 @@ def store_chunk(
         )
     store = blob_store(settings)
     with store.lock(tenant, exclusive=False):  # not freed between this check and the commit
-        return _store_new_chunk(session, settings, store, tenant, tenant_id, digest, data)
-
-
-def _store_new_chunk(
-    session: Session,
-    settings: Settings,
-    store: BlobStore,
-    tenant: str,
-    tenant_id: int,
-    digest: str,
-    data: bytes,
-) -> dict[str, Any]:
-    if store.claim_chunks(tenant, [digest]):
-        return {"sha256": digest, "stored": False}
-    count_storage(session, settings, tenant_id, len(data))
-    # Committed before the chunk is written: the tenant's row stays locked for one UPDATE, not
-    # for the writing of megabytes (on SQLite that lock is the database's: parallel chunk
-    # uploads waited on each other, and every other writer on them). Bytes counted for a chunk
-    # that is then not stored are given back.
-    session.commit()
-    try:
-        stored = store.put_chunk(tenant, digest, data)
-    except BaseException:
-        count_storage(session, settings, tenant_id, -len(data))
+        if store.claim_chunks(tenant, [digest]):
+            return {"sha256": digest, "stored": False}
+        count_storage(session, settings, tenant_id, incoming.size)
+        # Committed before the chunk is moved in: the tenant's row stays locked for one UPDATE
+        # (on SQLite that lock is the database's). Bytes counted for a chunk that is then not
+        # stored are given back.
         session.commit()
-        raise
-    if not stored:  # a concurrent upload stored it first
-        count_storage(session, settings, tenant_id, -len(data))
-        return {"sha256": digest, "stored": False}
+        try:
+            stored = store.put_chunk_file(tenant, digest, incoming.path)
+        except BaseException:
+            count_storage(session, settings, tenant_id, -incoming.size)
+            session.commit()
+            raise
+        if not stored:  # a concurrent upload stored it first
+            count_storage(session, settings, tenant_id, -incoming.size)
+            return {"sha256": digest, "stored": False}
     return {"sha256": digest, "stored": True}
 
 

@@ -87,8 +87,14 @@ class BlobStore(Protocol):
         collection leaves it alone for `upload_grace_s` (services/storage_gc.py)."""
         ...
 
-    def put_chunk(self, tenant: str, digest: str, data: bytes) -> bool:
-        """Store a chunk whose SHA-256 the caller checked; False when it was there already."""
+    def staging(self, tenant: str) -> Path:
+        """A local folder for the chunks being received, on the store's file system so that
+        `put_chunk_file` moves one in without copying it."""
+        ...
+
+    def put_chunk_file(self, tenant: str, digest: str, path: Path) -> bool:
+        """Store the chunk whose bytes are file `path` (of `staging`; its SHA-256 checked by the
+        caller, who removes `path` after); False when it was there already."""
         ...
 
     def chunk_times(self, tenant: str) -> dict[str, float]:
@@ -216,11 +222,20 @@ class LocalBlobStore:
         except FileNotFoundError:
             return None
 
-    def put_chunk(self, tenant: str, digest: str, data: bytes) -> bool:
+    def staging(self, tenant: str) -> Path:
+        folder = self._store(tenant) / "incoming"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def put_chunk_file(self, tenant: str, digest: str, path: Path) -> bool:
         target = self._chunk(tenant, digest)
-        if target.exists():
+        os.chmod(path, 0o444)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)  # never over a chunk another upload stored meanwhile
+        except FileExistsError:
             return False
-        return _write_once(target, data)
+        return True
 
     def drop_chunk(self, tenant: str, digest: str) -> int:
         target = self._chunk(tenant, digest)

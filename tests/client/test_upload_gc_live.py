@@ -57,15 +57,15 @@ def test_a_chunk_freed_during_an_upload_is_sent_again(
     shared = os.urandom(5000)
     client = SamClient(live_server.url, user)
     upload_project(client, _version(tmp_path / "v1", shared, b"one"))
-    real_put, puts = client.put_bytes, []
+    real_put, puts = client.put_file, []
 
-    def slow_put(path: str, data: bytes) -> object:
+    def slow_put(path: str, local: str, offset: int, size: int) -> object:
         if not puts:  # as if the upload outlasted the grace: what it was told it has is freed
             assert _collect(settings, project_retention_days=0, upload_grace_s=0).chunks == 2
         puts.append(path)
-        return real_put(path, data)
+        return real_put(path, local, offset, size)
 
-    client.put_bytes = slow_put  # type: ignore[method-assign]
+    client.put_file = slow_put  # type: ignore[method-assign]
     report = UploadReport()
     made = upload_project(client, _version(tmp_path / "v2", shared, b"two"), report)
     assert report.sent_chunks == 2 and report.files == 2  # own.bin, then shared.bin again

@@ -61,18 +61,18 @@ def test_an_interrupted_upload_resumes_with_what_is_missing(
 ) -> None:  # type: ignore[no-untyped-def]
     root = _project(tmp_path / "project")
     client = SamClient(live_server.url, user)
-    real_put, sent = client.put_bytes, []
+    real_put, sent = client.put_file, []
 
-    def flaky(path: str, data: bytes) -> object:
+    def flaky(path: str, local: str, offset: int, size: int) -> object:
         if len(sent) == 2:
             raise SamConnectionError(live_server.url, "connection reset")
         sent.append(path)
-        return real_put(path, data)
+        return real_put(path, local, offset, size)
 
-    client.put_bytes = flaky  # type: ignore[method-assign]
+    client.put_file = flaky  # type: ignore[method-assign]
     with pytest.raises(SamConnectionError):
         upload_project(client, list_project(root))
-    client.put_bytes = real_put  # type: ignore[method-assign]
+    client.put_file = real_put  # type: ignore[method-assign]
     resumed = UploadReport()
     upload_project(client, list_project(root), resumed)
     assert resumed.sent_chunks == 2  # 4 chunks, 2 arrived before the break
