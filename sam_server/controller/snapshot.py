@@ -308,17 +308,17 @@ def to_policy_job(job: ActiveJob) -> PolicyJob:
 
 
 _POLICY_STATES: dict[str, PolicyState] = {
-    "queued": "queued",
-    "compiling": "compiling",
-    "pending": "pending",
-    "running": "running",
+    JobState.QUEUED.value: JobState.QUEUED.value,
+    JobState.COMPILING.value: JobState.COMPILING.value,
+    JobState.PENDING.value: JobState.PENDING.value,
+    JobState.RUNNING.value: JobState.RUNNING.value,
 }
 """The states the policy sees (a region holder, running or cancelling, is running to it)."""
 
 
 def _policy_job(job: ActiveJob) -> PolicyJob:
     # the policy sees a region holder (running or cancelling) as running
-    state = _POLICY_STATES["running" if job.state in HOLDS_REGION else job.state]
+    state = _POLICY_STATES[JobState.RUNNING.value if job.state in HOLDS_REGION else job.state]
     rows = job.region_rows if job.state in HOLDS_REGION and job.region_rows else job.req_rows
     cols = job.region_cols if job.state in HOLDS_REGION and job.region_cols else job.req_cols
     submitted = _ts(job.created_at) or 0.0
