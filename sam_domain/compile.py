@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sam_domain.json_value import JsonValue
+
 COMPILE_SECTIONS = ("model", "data", "train", "compile_options")
 """The job spec's sections that change the compiled step."""
 
 
-def compile_sections(spec: Mapping[str, Any]) -> dict[str, Any]:
+def compile_sections(spec: Mapping[str, Any]) -> dict[str, JsonValue]:
     """The compile sections of a spec (as JSON: the API's dump or the stored spec). A runner
     job's (docs/runner.md) also holds its entry (script and args: the script builds the model)
     and its epochs, which its compiled learning-rate schedule spans."""
@@ -29,7 +31,7 @@ def compile_sections(spec: Mapping[str, Any]) -> dict[str, Any]:
     return sections
 
 
-def compile_inputs(spec: Mapping[str, Any]) -> dict[str, Any]:
+def compile_inputs(spec: Mapping[str, Any]) -> dict[str, JsonValue]:
     """Every part of a spec a compile reads: its sections, the mode and the project's digest
     (the region's shape, computed from `resources`, is the key's own field)."""
     return {**compile_sections(spec), "mode": spec.get("mode"), "project": spec.get("project")}

@@ -467,7 +467,7 @@ class _EnvSource(PydanticBaseSettingsSource):
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         raise NotImplementedError  # __call__ reads them all at once
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> dict[str, object]:
         env = _environ()
         tree: dict[str, Any] = {}
         for section, name, var in setting_names():
@@ -482,7 +482,7 @@ def settings_file() -> Path | None:
     return Path(value) if value else None
 
 
-def read_settings_file(path: Path) -> dict[str, Any]:
+def read_settings_file(path: Path) -> dict[str, object]:
     """The settings file's tree; a ConfigError names what is wrong with it."""
     try:
         loaded = yaml.safe_load(path.read_text()) or {}
@@ -506,7 +506,7 @@ class _FileSource(PydanticBaseSettingsSource):
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         raise NotImplementedError
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> dict[str, object]:
         path = settings_file()
         return read_settings_file(path) if path else {}
 

@@ -7,7 +7,7 @@ cluster admin every tenant (`tenant=` narrows).
 from __future__ import annotations
 
 from datetime import UTC, datetime, time
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -43,7 +43,7 @@ def acct(
     user: str | None = None,
     tenant: str | None = None,
     job: Annotated[list[str] | None, Query()] = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Accounting records of the jobs that existed during [start, end] (default: today so far),
     oldest first; ended jobs are kept after retention purged them, running ones are live.
     `state` and `job` may repeat; `job` also matches an array's tasks by the array's id."""
@@ -68,7 +68,7 @@ def usage(
     start: datetime | None = None,
     end: datetime | None = None,
     tenant: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """PE-hours per tenant and per user of ended jobs' runs inside [start, end] (default:
     today so far), each run clipped to the period (sreport's AccountUtilizationByUser)."""
     begin, finish = period(start, end)

@@ -3,8 +3,6 @@ id (every task) and answers `{id, changed: [jobs], unchanged: [{id, why}]}`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +25,7 @@ class JobUpdate(BaseModel):
 @router.post("/jobs/{job_id}/hold")
 def hold(
     job_id: str, request: Request, session: SessionDep, principal: PrincipalDep
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Keep a waiting job (or an array's waiting tasks) out of placement until released;
     409 for a job that already started."""
     pace = Pace.of(request.app.state.settings, session)
@@ -37,7 +35,7 @@ def hold(
 @router.post("/jobs/{job_id}/release")
 def release(
     job_id: str, request: Request, session: SessionDep, principal: PrincipalDep
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Lift a hold (403 for an admin's hold, unless the caller is a cluster admin)."""
     pace = Pace.of(request.app.state.settings, session)
     return control.release(session, principal=principal, job_id=job_id, pace=pace).view()
@@ -46,7 +44,7 @@ def release(
 @router.post("/jobs/{job_id}/requeue")
 def requeue(
     job_id: str, request: Request, session: SessionDep, principal: PrincipalDep, hold: bool = False
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A running job checkpoints, frees its region and waits again (`hold=true`: held too)."""
     pace = Pace.of(request.app.state.settings, session)
     outcome = control.requeue(session, principal=principal, job_id=job_id, hold_it=hold, pace=pace)
@@ -56,7 +54,7 @@ def requeue(
 @router.patch("/jobs/{job_id}")
 def update(
     job_id: str, body: JobUpdate, session: SessionDep, principal: PrincipalDep
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Change priority, time limit or name: lowering is anyone's right, raising an admin's."""
     return control.update(
         session,

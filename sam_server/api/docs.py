@@ -58,7 +58,7 @@ def with_bearer_scheme(generate: Callable[[], dict[str, Any]]) -> Callable[[], d
     """Wrap FastAPI's `app.openapi`: the document it makes (and caches), with the bearer scheme
     in `components` and required by every operation under `/api/`."""
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> dict[str, object]:
         document = generate()
         schemes = document.setdefault("components", {}).setdefault("securitySchemes", {})
         if SCHEME not in schemes:  # once: FastAPI caches the document it returned

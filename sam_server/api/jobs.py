@@ -224,13 +224,13 @@ async def metrics(
 
 
 @router.get("/jobs/{job_id}/explain")
-def explain(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def explain(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, object]:
     """Why the job is not running: every reason, its position and ETA."""
     return observe.explain(svc.get_job(session, principal=principal, job_id=job_id))
 
 
 @router.get("/jobs/{job_id}/report")
-def report(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def report(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, object]:
     """The performance report: simulated throughput, utilization and SRAM, compile summary."""
     job = svc.get_job(session, principal=principal, job_id=job_id)
     images = {}
@@ -269,7 +269,7 @@ def queue(
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     user: str | None = None,
     tenant: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Jobs not yet running, in the order the scheduler will consider them (`limit`: the first
     N; `user`, and `tenant` for admins, narrow it as in `GET /jobs`)."""
     items = observe.queue(session, principal=principal, limit=limit, user=user, tenant=tenant)
@@ -277,7 +277,7 @@ def queue(
 
 
 @router.get("/cluster")
-def cluster(request: Request, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def cluster(request: Request, session: SessionDep, principal: PrincipalDep) -> dict[str, object]:
     """Wafers, their regions and the compile servers."""
     stale = request.app.state.settings.worker.heartbeat_s * 3
     return observe.cluster(session, principal=principal, stale_s=stale)

@@ -6,7 +6,7 @@ when the server stops (the client reconnects)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Header, Request
@@ -26,7 +26,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.get("/jobs/{job_id}/events")
-def job_events(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def job_events(job_id: str, session: SessionDep, principal: PrincipalDep) -> dict[str, object]:
     """The job's state timeline: every transition, oldest first, with its time and reason."""
     job = svc.get_job(session, principal=principal, job_id=job_id)
     return {"job_id": job.id, "state": job.state, "items": live.timeline(session, job=job)}

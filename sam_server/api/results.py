@@ -22,7 +22,7 @@ router = APIRouter(prefix="/api/v1", tags=["results"])
 @router.get("/jobs/{job_id}/artifacts")
 def artifacts(
     job_id: str, request: Request, session: SessionDep, principal: PrincipalDep
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """What can be downloaded: `{weights, checkpoints: [{step, bytes, url}], report}`."""
     job = svc.get_job(session, principal=principal, job_id=job_id)
     return results.job_artifacts(request.app.state.settings.data_dir, job)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
@@ -24,7 +24,7 @@ def list_tokens(
     tenant: str | None = None,
     user: str | None = None,
     include_revoked: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The tokens the caller manages (own; its tenant's for a tenant admin; all for the cluster
     admin), without secrets."""
     rows = svc.list_tokens(
@@ -34,7 +34,9 @@ def list_tokens(
 
 
 @router.post("/tokens/{token_id}/revoke", response_model=TokenRead)
-def revoke_token(token_id: TokenId, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def revoke_token(
+    token_id: TokenId, session: SessionDep, principal: PrincipalDep
+) -> dict[str, object]:
     """Revoke a token; calls with it answer 401 from now on."""
     return svc.token_view(svc.revoke(session, principal=principal, token_id=token_id))
 
@@ -42,7 +44,9 @@ def revoke_token(token_id: TokenId, session: SessionDep, principal: PrincipalDep
 @router.post(
     "/tokens/{token_id}/rotate", status_code=status.HTTP_201_CREATED, response_model=TokenRotated
 )
-def rotate_token(token_id: TokenId, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+def rotate_token(
+    token_id: TokenId, session: SessionDep, principal: PrincipalDep
+) -> dict[str, object]:
     """Revoke a token and issue its user a new one, shown only in this response."""
     token, secret = svc.rotate(session, principal=principal, token_id=token_id)
     return dict(svc.token_view(token), token=secret)

@@ -134,7 +134,7 @@ def write_explanations(
 
 def _explain(
     info: JobExplain, planned_at: str, priorities: dict[int, dict[str, Any]]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The stored explain document; `priorities` memoizes each breakdown's part (by object:
     the plan holds them all while the cycle writes)."""
     eta = datetime.fromtimestamp(info.eta, UTC).isoformat() if info.eta is not None else None

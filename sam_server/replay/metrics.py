@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sam_server.replay.swf import TraceJob
 from sam_server.scheduling.fairshare import bounded_slowdown
@@ -35,7 +35,7 @@ class SimResult:
     """Seconds of lost steps plus checkpoint and restart time charged to migrated jobs, and
     checkpoint and restart time charged to preempted (suspended) ones."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The result as a JSON-ready dict."""
         return asdict(self)
 

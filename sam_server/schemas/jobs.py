@@ -189,7 +189,7 @@ VIEW_COLUMNS = tuple(
 )
 
 
-def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
+def job_view(job: Job, *, summary: bool = False) -> dict[str, object]:
     """The API object of `job` (a plain dict: cheap to build for every listing).
 
     `summary=True` (listings) cuts the error message to a short head: the full (capped) text
@@ -200,7 +200,7 @@ def job_view(job: Job, *, summary: bool = False) -> dict[str, Any]:
 
 def view_of(
     column: Callable[[str], Any], tenant: str, user: str, *, summary: bool = False
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The API object (`JobRead`) of a job row whose columns `column(name)` reads: a stored
     `Job`'s attributes, or the values a submit has just written (`values.get`: a column left
     out is NULL)."""

@@ -115,7 +115,7 @@ def record_job_end(session: Session, job: Job) -> JobAccounting:
     return record
 
 
-def record_view(values: Mapping[str, Any]) -> dict[str, Any]:
+def record_view(values: Mapping[str, Any]) -> dict[str, object]:
     """The API's accounting object (AcctRecord) from a record's columns."""
     region = None
     if values.get("wafer_id") is not None:
@@ -164,7 +164,7 @@ def list_records(
     user: str | None = None,
     tenant: str | None = None,
     job_ids: list[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Jobs that existed during [start, end] (submitted before `end`, not ended before `start`),
     oldest submit first: ended jobs from their records, the others live from the jobs table.
 
@@ -217,7 +217,7 @@ def usage_report(
     start: datetime,
     end: datetime,
     tenant: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """PE-hours per tenant and per user of the jobs that ran during [start, end] (sreport's
     AccountUtilizationByUser): each run is clipped to the period, so a month's report counts
     only the part of a long job inside that month. Ended jobs only (their accounting records)."""

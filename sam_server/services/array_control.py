@@ -52,7 +52,7 @@ class BulkOutcome:
     changed_count: int = 0
     unchanged_count: int = 0
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> dict[str, object]:
         return {
             "id": self.target,
             "changed": [{"id": i, "state": s, "hold": h} for i, s, h in self.changed[:LISTED]],

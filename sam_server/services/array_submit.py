@@ -180,7 +180,7 @@ def _per_spec_values(
 
 def _view(
     array_id: str, base: dict[str, Any], indices: str, count: int, principal: Principal
-) -> dict[str, Any]:
+) -> dict[str, object]:
     return _answer(
         array_id,
         base["name"],
@@ -191,7 +191,7 @@ def _view(
     )
 
 
-def array_view(session: Session, array_id: str) -> dict[str, Any]:
+def array_view(session: Session, array_id: str) -> dict[str, object]:
     """The submit answer of an existing array (an Idempotency-Key replay)."""
     row = session.get(JobArray, array_id)
     if row is None:
@@ -216,7 +216,7 @@ def _answer(
     user: str,
     created_at: Any,
     array: dict[str, Any],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A submitted array's answer: the array as one queued job."""
     return {
         "id": array_id,

@@ -74,7 +74,7 @@ class Changed:
         return [job_id for job_id, _ in self.rows]
 
 
-def state_values(to: JobState, now: datetime) -> dict[str, Any]:
+def state_values(to: JobState, now: datetime) -> dict[str, object]:
     """The columns `transitions.transition` writes for a move to `to`, as SQL values (the row
     version bumped in SQL, so a worker's compare-and-set on the old version fails)."""
     values: dict[str, Any] = {"state": to.value, "updated_at": now, "version": Job.version + 1}

@@ -80,7 +80,7 @@ class Outcome:
     changed: list[Job]
     unchanged: list[tuple[str, str]]  # (job id, why)
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> dict[str, object]:
         return {
             "id": self.target,
             "changed": [job_view(j, summary=True) for j in self.changed],

@@ -42,7 +42,7 @@ def _check_name(name: str) -> None:
 
 def put_dataset(
     session: Session, settings: Settings, tenant: str, tenant_id: int, name: str, rows: list[Any]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Store (or replace) data set `name` from uploaded chunks; `{name, files, bytes, ...}`."""
     _check_name(name)
     store = blob_store(settings)
@@ -81,7 +81,7 @@ def _swap_in(fresh: Path, folder: Path) -> Path | None:
 
 def remove_dataset(
     session: Session, settings: Settings, tenant: str, tenant_id: int, name: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Delete data set `name` and free the chunks nothing else of the tenant uses."""
     _check_name(name)
     folder = tenant_datasets_root(settings.data_dir, tenant) / name
@@ -106,7 +106,7 @@ def _tree_size(root: Path) -> tuple[int, int]:
 
 def list_datasets(
     session: Session, settings: Settings, tenant: str, tenant_id: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The tenant's data sets and the shared ones it may use, and its storage use."""
     store = blob_store(settings)
     own = []

@@ -27,7 +27,7 @@ class Directives:
     hold: bool = False
     kill_invalid_depend: bool = False
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The job row's values for these keys."""
         return {
             "hold": "user" if self.hold else None,

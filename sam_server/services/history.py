@@ -94,7 +94,7 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def _row_view(m: JobMetric) -> dict[str, Any]:
+def _row_view(m: JobMetric) -> dict[str, object]:
     view: dict[str, Any] = {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles}
     view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt)
     if m.accuracy is not None:  # only classification losses have one; absent keeps rows small
@@ -198,13 +198,13 @@ def metrics(
     }
 
 
-def _sampled(steps: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
+def _sampled(steps: list[dict[str, Any]], every: int) -> list[dict[str, object]]:
     """Every `every`-th step by step number, and always the newest."""
     kept = [s for s in steps[:-1] if s["step"] % every == 0]
     return kept + steps[-1:]
 
 
-def _public(step: dict[str, Any]) -> dict[str, Any]:
+def _public(step: dict[str, Any]) -> dict[str, object]:
     step.pop("attempt", None)
     return step
 

@@ -73,7 +73,7 @@ class Submitted:
         return str(self.view["id"])
 
 
-def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[str, Any]:
+def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[str, object]:
     """The submitted spec as a mapping (from `spec` or the text `spec_yaml`), not yet checked."""
     if (spec is None) == (spec_yaml is None):
         raise InvalidSpec("send exactly one of 'spec' (a JSON object) or 'spec_yaml' (its text)")
@@ -91,7 +91,7 @@ def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[st
 
 def dry_run(
     *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The answer to `?dry_run=true` (`DryRun`): the spec as it would be stored and its region's
     shape, or `InvalidSpec` naming each problem. The sbatch-like keys (array, dependency, hold,
     kill_invalid_depend) are checked and set aside; an array's spec is checked as its first

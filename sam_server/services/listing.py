@@ -83,7 +83,9 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         ) from exc
 
 
-def list_page(session: Session, principal: Principal, want: Listing, view: View) -> dict[str, Any]:
+def list_page(
+    session: Session, principal: Principal, want: Listing, view: View
+) -> dict[str, object]:
     """The answer of `GET /jobs`: `{items, next_cursor}` (full) or `{columns, rows, next_cursor}`
     (slim), `want.limit` rows at most."""
     after = decode_cursor(want.cursor) if want.cursor else None
@@ -284,7 +286,7 @@ def _groups(
 
 def _lowest_tasks(
     session: Session, groups: list[_Group], view: View, sqlite: bool
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Each group's lowest waiting task's row (it lends the collapsed row its values)."""
     firsts = [f"{g.array_id}_{g.first_index}" for g in groups]
     lowest: dict[str, Any] = {}
@@ -295,7 +297,7 @@ def _lowest_tasks(
     return lowest
 
 
-def _summary_changes(group: _Group, runs: list[tuple[str, str]]) -> dict[str, Any]:
+def _summary_changes(group: _Group, runs: list[tuple[str, str]]) -> dict[str, object]:
     """What a collapsed row changes of its lowest task's values: Slurm's id, the most common
     state and reason, the earliest submit time, and the `summary`."""
     indices = ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
@@ -417,7 +419,7 @@ _REGION_KEYS = ("wafer", "row", "col", "rows", "cols")
 _SLIM_INDEX = {name: i for i, name in enumerate(SLIM_COLUMNS)}
 
 
-def _full_item(row: Any, names: _Names, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+def _full_item(row: Any, names: _Names, changes: dict[str, Any] | None = None) -> dict[str, object]:
     """A job object (`JobListItem`) of a selected row, with `changes` by field name."""
     mapping = row._mapping
     get: Callable[[str], Any] = mapping.__getitem__

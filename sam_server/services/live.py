@@ -20,7 +20,7 @@ MAX_EVENTS = 500  # state changes sent in one tick; the rest follow on the next
 MAX_STEPS = 2_000  # steps sent in one tick of a metrics stream
 
 
-def timeline(session: Session, *, job: Job) -> list[dict[str, Any]]:
+def timeline(session: Session, *, job: Job) -> list[dict[str, object]]:
     """Every state transition of `job`, oldest first: `[{at, from_state, to_state, reason}]`."""
     query = select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)
     return [
@@ -88,7 +88,7 @@ def steps_poll(
     return states, steps, resets
 
 
-def _step_view(m: JobMetric) -> dict[str, Any]:
+def _step_view(m: JobMetric) -> dict[str, object]:
     return {
         "step": m.step,
         "loss": m.loss,
@@ -185,7 +185,7 @@ def _changes_query() -> Select[JobEvent, Job]:
     )
 
 
-def _change_view(event: JobEvent, job: Job) -> dict[str, Any]:
+def _change_view(event: JobEvent, job: Job) -> dict[str, object]:
     view = job_view(job, summary=True)
     view["event"] = {
         "from_state": event.from_state,

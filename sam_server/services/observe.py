@@ -33,7 +33,7 @@ def format_log(line: JobLog) -> str:
     return f"{stamp} {line.level:<5} {line.line}"
 
 
-def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[dict[str, Any]]:
+def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[dict[str, object]]:
     """`[{epoch, steps, mean_loss, accuracy}]` per epoch (1-based) with at least one step;
     accuracy is the mean of the steps' accuracies, null when the loss is not classification."""
     if steps_per_epoch < 1:
@@ -56,7 +56,7 @@ def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[d
     return out
 
 
-def explain(job: Job) -> dict[str, Any]:
+def explain(job: Job) -> dict[str, object]:
     """Why the job is not running: every reason, its position and ETA (from the last plan)."""
     data = dict(job.explain or {})
     reasons = data.get("reasons") or []
@@ -85,7 +85,7 @@ def queue(
     limit: int | None = None,
     user: str | None = None,
     tenant: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Jobs not yet running, in the order the scheduler will consider them; `limit`: the
     first N only (only those are loaded in full), `user`/`tenant` (admins) narrow it."""
     # Ordered and cut in the database: the last plan's position (jobs it has not placed
@@ -138,7 +138,7 @@ def job_visible(viewer: str, tenant_id: int | None) -> bool:
     return viewer == ADMIN_VIEW or (tenant_id is not None and viewer == f"t{tenant_id}")
 
 
-def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) -> dict[str, Any]:
+def cluster(session: Session, *, principal: Principal, stale_s: float = 15.0) -> dict[str, object]:
     """Wafers with their allocations (other tenants' job ids hidden from non-admins)."""
     key = viewer_key(principal)
     return cluster_views(session, viewers=[key], stale_s=stale_s)[key]
@@ -190,7 +190,7 @@ def cluster_views(
     return views
 
 
-def _wafer_view(wafer: Wafer, allocs: list[dict[str, Any]], *, stale_s: float) -> dict[str, Any]:
+def _wafer_view(wafer: Wafer, allocs: list[dict[str, Any]], *, stale_s: float) -> dict[str, object]:
     used = sum(int(a["rows"] or 0) * int(a["cols"] or 0) for a in allocs)
     online = wafer_online(wafer, stale_s=stale_s)
     space = FreeSpace.of(
@@ -229,7 +229,7 @@ def _compile_queue(counts: Iterable[Any], viewer: str) -> dict[str, int]:
     return out
 
 
-def compile_server_view(server: CompileServer, *, stale_s: float) -> dict[str, Any]:
+def compile_server_view(server: CompileServer, *, stale_s: float) -> dict[str, object]:
     """A compile server as `GET /cluster` lists it: `offline` (and busy 0) once its heartbeat is
     older than `stale_s`, as wafers are; the scheduler removes it after a grace period."""
     beat = as_utc(server.heartbeat_at)

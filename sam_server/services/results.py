@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from sam_domain.run import RunSpec
 
@@ -38,11 +38,18 @@ def weights_path(data_dir: Path, job_id: str) -> Path:
     return data_dir.resolve() / "results" / job_id / WEIGHTS_FILE
 
 
-def list_checkpoints(directory: Path) -> list[dict[str, Any]]:
+class CheckpointEntry(TypedDict):
+    """A complete checkpoint: its step and its size in bytes."""
+
+    step: int
+    bytes: int
+
+
+def list_checkpoints(directory: Path) -> list[CheckpointEntry]:
     """`[{step, bytes}]` of the complete checkpoints in `directory`, oldest first."""
     if not directory.is_dir():
         return []
-    found = []
+    found: list[CheckpointEntry] = []
     for meta in directory.iterdir():
         match = _CKPT.match(meta.name)
         npz = meta.with_suffix(".npz")
@@ -62,7 +69,7 @@ def job_checkpoint_dir(data_dir: Path, job: Job) -> Path:
     return checkpoint_dir(data_dir, job_id=job.id, tenant=job.tenant.name, spec=job.spec)
 
 
-def job_artifacts(data_dir: Path, job: Job) -> dict[str, Any]:
+def job_artifacts(data_dir: Path, job: Job) -> dict[str, object]:
     """What a job has to download, with the API path of each piece."""
     base = f"/api/v1/jobs/{job.id}"
     weights = weights_path(data_dir, job.id)

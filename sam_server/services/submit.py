@@ -113,7 +113,7 @@ def _check_uploads(
         check_factory(parsed, settings.model_factory_packages, own)
 
 
-def submitted_view(session: Session, job: Job) -> dict[str, Any]:
+def submitted_view(session: Session, job: Job) -> dict[str, object]:
     """The answer to a submit: the job, or for an array's first task the array."""
     if job.array_job_id is None:
         return job_view(job)

@@ -6,8 +6,6 @@ A token the caller may not manage answers 404, like a job of another tenant (ids
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,7 +15,7 @@ from sam_server.errors import Conflict, NotFound
 from sam_server.services.auth import Principal, hash_token, issue_token
 
 
-def token_view(token: ApiToken) -> dict[str, Any]:
+def token_view(token: ApiToken) -> dict[str, object]:
     """The API object of a token: id, prefix, owner and times; never the secret or its hash."""
     user = token.user
     return {
