@@ -71,7 +71,7 @@ def _put(out: dict[str, dict[str, Any]], section: str, key: str, value: Any, sou
 
 def merge_config(
     spec: dict[str, Any], sections: dict[str, dict[str, Any]], source: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """`spec` with the config's sections merged in; a key both set to different values is an
     error naming both (nothing is silently overridden)."""
     merged = dict(spec)

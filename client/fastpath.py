@@ -105,7 +105,7 @@ def with_directives(
     dependency: str | None,
     hold_it: bool,
     kill_invalid_depend: bool,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The spec with the command line's sbatch-like options (they win over the file's keys)."""
     extra: dict[str, Any] = {"array": array, "dependency": dependency}
     extra = {k: v for k, v in extra.items() if v is not None}

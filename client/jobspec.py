@@ -141,7 +141,7 @@ def _read_text(path: Path, field: str) -> str:
         raise JobSpecError(f"{field}: cannot read {path}: {exc.strerror}") from None
 
 
-def read_yaml_file(path: Path, what: str = "job file") -> dict[str, Any]:
+def read_yaml_file(path: Path, what: str = "job file") -> dict[str, object]:
     """Parse the YAML mapping in `path` with the job-file loader's refusals."""
     if not path.is_file():
         raise JobSpecError(f"{path}: no such {what}")
@@ -195,7 +195,7 @@ def load_job_file(
 
 def apply_cerebras_config(
     spec: dict[str, Any], base_dir: Path, config: Path | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """`spec` without its `cerebras_config` key and with every named config merged in."""
     spec = dict(spec)
     named = spec.pop("cerebras_config", None)

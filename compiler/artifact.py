@@ -60,7 +60,7 @@ class Artifact:
     graph: IrGraph
     tensors: dict[str, np.ndarray]
 
-    def program(self, kernel_id: str) -> dict[str, Any]:
+    def program(self, kernel_id: str) -> dict[str, object]:
         """The per-kernel program file of `kernel_id`."""
         program: dict[str, Any] = json.loads(
             (self.path / "program" / f"{kernel_id}.json").read_text()

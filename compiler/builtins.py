@@ -154,7 +154,7 @@ class GPT(nn.Module):
 BUILTIN_MODELS: dict[str, type[nn.Module]] = {"mlp": MLP, "cnn": CNN, "gpt": GPT}
 
 
-def builtin_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+def builtin_kwargs(spec: dict[str, Any]) -> dict[str, object]:
     """Net(**kwargs) for a built-in: the data spec's shapes fill in what the user left out."""
     name = spec["model"]["builtin"]
     data = spec.get("data") or {}

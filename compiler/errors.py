@@ -31,7 +31,7 @@ class CompileError(Exception):
         self.message = message
         self.details: dict[str, Any] = details or {}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """`{kind, message, details}`, JSON-able, as a worker stores it."""
         return {"kind": self.kind, "message": self.message, "details": self.details}
 

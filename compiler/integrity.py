@@ -85,7 +85,7 @@ def _stamps(root: Path, prefix: str = "") -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def verify_artifact(root: Path, expected: str | None = None) -> dict[str, Any]:
+def verify_artifact(root: Path, expected: str | None = None) -> dict[str, object]:
     """The artifact's manifest if every file matches its hash (and the manifest `expected`, when
     given); raises `ArtifactCorrupt` naming the first mismatch otherwise."""
     root = Path(root)
@@ -103,7 +103,7 @@ def verify_artifact(root: Path, expected: str | None = None) -> dict[str, Any]:
     return manifest
 
 
-def _verify_files(root: Path, expected: str | None) -> dict[str, Any]:
+def _verify_files(root: Path, expected: str | None) -> dict[str, object]:
     raw = (root / "manifest.json").read_bytes()
     if expected is not None and hashlib.sha256(raw).hexdigest() != expected:
         raise ArtifactCorrupt(_message(root, "manifest.json"))

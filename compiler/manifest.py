@@ -23,7 +23,7 @@ def build_summary(
     key: str,
     seconds: float,
     trace_info: dict[str, Any],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """JSON-able compile summary: kernels (rects, FLOPs, memory), memory, cycles, timing."""
     kernels = [
         {
@@ -89,7 +89,7 @@ def build_manifest(
     region: tuple[int, int],
     key: str,
     summary: dict[str, Any],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """manifest.json of `compiler.artifact`."""
     kernels = []
     memory_map: dict[str, list[dict[str, Any]]] = {}
@@ -139,7 +139,7 @@ def build_manifest(
     }
 
 
-def _memory_map(planned: Any, streaming: bool) -> list[dict[str, Any]]:
+def _memory_map(planned: Any, streaming: bool) -> list[dict[str, object]]:
     """Symbol -> offset and bytes per PE inside the kernel's rect (after the reserve)."""
     area = planned.rect[2] * planned.rect[3]
     offset = planned.per_pe.get("reserve", 0)

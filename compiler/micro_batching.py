@@ -33,7 +33,7 @@ class MicroBatchDecision:
     micro_batches: int
     batch_size: int
 
-    def to_summary(self) -> dict[str, Any]:
+    def to_summary(self) -> dict[str, object]:
         """The summary's `activation_budget` section."""
         return {
             "budget_bytes": self.budget_bytes,

@@ -127,7 +127,7 @@ def _first_update_differs(
     return any(not torch.equal(a, b) for a, b in zip(*results, strict=True))
 
 
-def _cloned(entries: dict[str, Any]) -> dict[str, Any]:
+def _cloned(entries: dict[str, Any]) -> dict[str, object]:
     return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in entries.items()}
 
 

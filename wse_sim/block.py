@@ -297,7 +297,9 @@ def barrier(region: Region, rect: Rect | None = None) -> int:
     return cost
 
 
-def run_together(wafer: Wafer, programs: Mapping[str, Callable[[Region], Any]]) -> dict[str, Any]:
+def run_together(
+    wafer: Wafer, programs: Mapping[str, Callable[[Region], Any]]
+) -> dict[str, object]:
     """Advance several regions of one wafer in one call: programs maps owner -> step(region).
 
     Regions share no state, so the order does not matter and each job sees exactly what it

@@ -12,7 +12,6 @@ after its sender issued it, and enters its path's n-th fabric link r + n h cycle
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from wse_sim.arch import Arch
 
@@ -224,7 +223,7 @@ class NaiveRegion:
         for i, j in self.cells(rect):
             self.clock[i][j] = top + cost
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         """Everything the vectorized engine is compared on."""
         return {
             "clock": self.clock,

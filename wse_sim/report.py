@@ -106,7 +106,7 @@ def heatmap_scales(target: Region | Wafer) -> dict[str, dict[str, Any]]:
     }
 
 
-def region_summary(region: Region) -> dict[str, Any]:
+def region_summary(region: Region) -> dict[str, object]:
     """Numbers for the performance report; per-PE arrays are at most 64 x 64 nested lists."""
     util = region.utilization()
     hwm = region.xp.to_numpy(region.sram_hwm)

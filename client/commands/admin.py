@@ -57,7 +57,7 @@ def quota_options(func: F) -> F:
     return func
 
 
-def quota_from(options: dict[str, Any]) -> dict[str, Any]:
+def quota_from(options: dict[str, Any]) -> dict[str, object]:
     """The quota object with only the fields given (omitted fields mean no limit)."""
     return {key: options[key] for key in QUOTA_FIELDS if options.get(key) is not None}
 

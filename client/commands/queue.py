@@ -169,7 +169,9 @@ def watch_screen(draw: Callable[[], str], every_s: float) -> None:
         raise click.exceptions.Exit(0) from None
 
 
-def with_scheduler_reasons(client: SamClient, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_scheduler_reasons(
+    client: SamClient, jobs: list[dict[str, Any]]
+) -> list[dict[str, object]]:
     """Jobs with the scheduler's `reasons` (from /queue) added to those still waiting."""
     if not any(job.get("state") in WAITING_STATES for job in jobs):
         return jobs

@@ -122,7 +122,9 @@ def _print_submitted(job: dict[str, Any], output: str, parsable: bool) -> None:
         click.echo(submitted_text(job))
 
 
-def follow_job(client: SamClient, job_id: str, *, poll_interval_s: float = 1.0) -> dict[str, Any]:
+def follow_job(
+    client: SamClient, job_id: str, *, poll_interval_s: float = 1.0
+) -> dict[str, object]:
     """Stream the job's log to stderr until it ends (polling if the stream fails); the final job."""
     echo_message(f"following job {job_id} (Ctrl-C stops following; the job keeps going)")
     try:

@@ -11,7 +11,7 @@ import numpy as np
 from wse_sim.runtime.job import LoadedJob
 
 
-def _compile_summary(manifest: dict[str, Any]) -> dict[str, Any]:
+def _compile_summary(manifest: dict[str, Any]) -> dict[str, object]:
     """The manifest's compile facts a user reads first (sizes, estimates, memory)."""
     keys = (
         "compiler_version",
@@ -44,7 +44,7 @@ def _cycles_of_kind(job: LoadedJob, kind: str) -> int:
     return int(sum(by_kind.get(kind, 0) for by_kind in job.charger.kernel_cycles.values()))
 
 
-def _kernel_table(job: LoadedJob) -> list[dict[str, Any]]:
+def _kernel_table(job: LoadedJob) -> list[dict[str, object]]:
     """Per kernel: op, rect, FLOPs, and simulated cycles per step by kind (compute, transfer, ...)."""
     cycles = job.charger.kernel_cycles
     rows = []
