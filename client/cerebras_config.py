@@ -15,6 +15,8 @@ must agree; a key the seed does not define is an error, like any unknown spec ke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from client.errors import JobSpecError
 
 TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
@@ -42,7 +44,7 @@ SECTIONS = ("compile_options", "run_options", "data_loading")
 _DEVICES = {"wse2": "WSE-2", "cs2": "WSE-2", "wse3": "WSE-3", "cs3": "WSE-3"}
 
 
-def config_sections(config: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+def config_sections(config: Mapping[str, object], source: str) -> dict[str, dict[str, Any]]:
     """The config's keys grouped into the spec's sections, with the seed's spellings normalized
     (`wse3` -> `WSE-3`, `info` -> `INFO`)."""
     out: dict[str, dict[str, Any]] = {}
@@ -70,7 +72,7 @@ def _put(out: dict[str, dict[str, Any]], section: str, key: str, value: Any, sou
 
 
 def merge_config(
-    spec: dict[str, Any], sections: dict[str, dict[str, Any]], source: str
+    spec: Mapping[str, object], sections: dict[str, dict[str, Any]], source: str
 ) -> dict[str, object]:
     """`spec` with the config's sections merged in; a key both set to different values is an
     error naming both (nothing is silently overridden)."""

@@ -35,7 +35,7 @@ class Selected:
 def field(key: str, within: str | None = None) -> Callable[[dict[str, Any]], object]:
     """A column value: `item[key]`, or `item[within][key]` (None when absent)."""
 
-    def value(item: dict[str, Any]) -> object:
+    def value(item: Mapping[str, object]) -> object:
         source = (item.get(within) or {}) if within else item
         return source.get(key) if isinstance(source, dict) else None
 

@@ -8,6 +8,7 @@ must not pass)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from client import quickyaml
@@ -64,7 +65,7 @@ def parse_job_yaml(text: str, source: str = "<job file>") -> dict[str, Any]:
 
 
 def collect_files(
-    spec: dict[str, Any],
+    spec: Mapping[str, object],
     base_dir: Path,
     *,
     allow_outside: bool = False,
@@ -194,7 +195,7 @@ def load_job_file(
 
 
 def apply_cerebras_config(
-    spec: dict[str, Any], base_dir: Path, config: Path | None
+    spec: Mapping[str, object], base_dir: Path, config: Path | None
 ) -> dict[str, object]:
     """`spec` without its `cerebras_config` key and with every named config merged in."""
     spec = dict(spec)

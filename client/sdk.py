@@ -12,6 +12,7 @@ Every failed call raises `client.errors.SamAPIError` (the server's problem+json)
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from client.errors import SamAPIError, SamConnectionError, SamTimeoutError
 from client.sdk_transport import (
@@ -55,7 +56,7 @@ class SamClient(Transport):
 
     def submit_job(
         self,
-        spec: dict[str, Any],
+        spec: Mapping[str, object],
         files: dict[str, str] | None = None,
         *,
         idempotency_key: str | None = None,
@@ -66,7 +67,7 @@ class SamClient(Transport):
         return self._json_object("POST", "/jobs", json=body, headers={"Idempotency-Key": key})
 
     def validate_job(
-        self, spec: dict[str, Any], files: dict[str, str] | None = None
+        self, spec: Mapping[str, object], files: dict[str, str] | None = None
     ) -> dict[str, Any]:
         """Validate without creating: `{valid, spec (normalized), region: {rows, cols}}`."""
         body = {"spec": spec, "files": files or {}}
@@ -393,7 +394,7 @@ class SamClient(Transport):
 
     # -- tenants and users (admin) ---------------------------------------------------------
 
-    def create_tenant(self, name: str, quota: dict[str, Any] | None = None) -> dict[str, Any]:
+    def create_tenant(self, name: str, quota: Mapping[str, object] | None = None) -> dict[str, Any]:
         """Create a tenant with a quota (omitted fields: no limit)."""
         body = {"name": name, "quota": quota or {}}
         return self._json_object("POST", "/tenants", json=body, resend_after_reply=False)
@@ -407,7 +408,7 @@ class SamClient(Transport):
         """One tenant with its `quota` and current `usage`."""
         return self._json_object("GET", f"/tenants/{name}")
 
-    def set_quota(self, name: str, quota: dict[str, Any]) -> dict[str, Any]:
+    def set_quota(self, name: str, quota: Mapping[str, object]) -> dict[str, Any]:
         """Replace a tenant's quota; returns the tenant."""
         return self._json_object("PUT", f"/tenants/{name}/quota", json=quota)
 

@@ -13,7 +13,7 @@ every claim is a compare-and-set, so at-least-once delivery is safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sam_server.config import Settings
@@ -90,7 +90,7 @@ def celery_sender(settings: Settings) -> Sender:
     """`send(task, queue, payload)` over a Celery app configured from `settings`."""
     app = make_celery(settings)
 
-    def send(task: str, queue: str, payload: dict[str, Any]) -> None:
+    def send(task: str, queue: str, payload: Mapping[str, object]) -> None:
         app.send_task(
             task,
             kwargs=payload,

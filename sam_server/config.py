@@ -300,7 +300,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, _EnvSource(settings_cls), _FileSource(settings_cls))
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+    def model_copy(self, *, update: Mapping[str, object] | None = None, deep: bool = False) -> Self:
         """pydantic's copy, refusing a name that is not a top-level field (a section's setting
         given flat would otherwise be stored beside the tree and silently ignored)."""
         unknown = sorted(set(update or {}) - set(type(self).model_fields))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
@@ -15,7 +15,7 @@ from client.submit_options import CONNECTION_OPTIONS
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def declared_options(table: Any, **types: dict[str, Any]) -> Callable[[F], F]:
+def declared_options(table: Any, **types: Mapping[str, object]) -> Callable[[F], F]:
     """Add the options a table of client.submit_options declares to a command, in its order;
     `types`: click's extra settings by parameter name (a type, a default)."""
 
@@ -61,7 +61,7 @@ def token_output_option(func: F) -> F:
     )(func)
 
 
-def echo_new_token(created: dict[str, Any], fmt: str) -> None:
+def echo_new_token(created: Mapping[str, object], fmt: str) -> None:
     """Print a just-made token on stdout: the secret alone (`token`) or the API object."""
     if fmt == "token":
         click.echo(created["token"])

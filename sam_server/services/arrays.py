@@ -186,7 +186,7 @@ def add_array(
     session: Session,
     *,
     array_id: str,
-    head: dict[str, Any],
+    head: Mapping[str, object],
     array: ArraySpec,
     files: dict[str, str],
 ) -> None:

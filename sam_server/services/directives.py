@@ -7,6 +7,7 @@ and the other flags set the same keys.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class Directives:
         }
 
 
-def _flag(raw: dict[str, Any], key: str) -> bool:
+def _flag(raw: Mapping[str, object], key: str) -> bool:
     value = raw.get(key, False)
     if value is None:
         return False
@@ -46,7 +47,7 @@ def _flag(raw: dict[str, Any], key: str) -> bool:
     return value
 
 
-def _text(raw: dict[str, Any], key: str) -> str | None:
+def _text(raw: Mapping[str, object], key: str) -> str | None:
     value = raw.get(key)
     if value is None:
         return None
@@ -56,7 +57,7 @@ def _text(raw: dict[str, Any], key: str) -> str | None:
     return str(value).strip()
 
 
-def split_directives(raw: dict[str, Any]) -> tuple[dict[str, Any], Directives]:
+def split_directives(raw: Mapping[str, object]) -> tuple[dict[str, Any], Directives]:
     """(the spec without the sbatch-like keys, those keys checked for form)."""
     rest = {k: v for k, v in raw.items() if k not in DIRECTIVE_KEYS}
     array = _text(raw, "array")

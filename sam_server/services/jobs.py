@@ -8,6 +8,7 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -73,7 +74,7 @@ class Submitted:
         return str(self.view["id"])
 
 
-def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[str, object]:
+def load_raw_spec(spec: Mapping[str, object] | None, spec_yaml: str | None) -> dict[str, object]:
     """The submitted spec as a mapping (from `spec` or the text `spec_yaml`), not yet checked."""
     if (spec is None) == (spec_yaml is None):
         raise InvalidSpec("send exactly one of 'spec' (a JSON object) or 'spec_yaml' (its text)")
@@ -90,7 +91,7 @@ def load_raw_spec(spec: dict[str, Any] | None, spec_yaml: str | None) -> dict[st
 
 
 def dry_run(
-    *, spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]
+    *, spec: Mapping[str, object] | None, spec_yaml: str | None, files: dict[str, str]
 ) -> dict[str, object]:
     """The answer to `?dry_run=true` (`DryRun`): the spec as it would be stored and its region's
     shape, or `InvalidSpec` naming each problem. The sbatch-like keys (array, dependency, hold,
@@ -143,7 +144,9 @@ def wafer_shapes(session: Session, ttl_s: float = 5.0) -> list[tuple[int, int, s
     return cached[1]
 
 
-def request_hash(spec: dict[str, Any] | None, spec_yaml: str | None, files: dict[str, str]) -> str:
+def request_hash(
+    spec: Mapping[str, object] | None, spec_yaml: str | None, files: dict[str, str]
+) -> str:
     """A stable hash of a submit body, to compare Idempotency-Key replays."""
     body = json.dumps({"spec": spec, "spec_yaml": spec_yaml, "files": files}, sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
@@ -176,7 +179,7 @@ def _check_init_from(session: Session, principal: Principal, spec: JobSpec) -> N
         )
 
 
-def _insert_job(session: Session, values: dict[str, Any], principal: Principal) -> None:
+def _insert_job(session: Session, values: Mapping[str, object], principal: Principal) -> None:
     session.execute(_INSERT_JOB, values)
     session.execute(
         _INSERT_EVENT,
@@ -231,7 +234,7 @@ def compile_hash(
     files: dict[str, str],
     tenant_id: int | None = None,
     *,
-    dumped: dict[str, Any] | None = None,
+    dumped: Mapping[str, object] | None = None,
 ) -> str:
     """The digest of the job's `CompileKey` (sam_domain.compile): two jobs with the same hash
     can share one artifact. `dumped`: the spec's `model_dump(mode="json", by_alias=True)` when

@@ -14,7 +14,7 @@ array's id), which no task id equals.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from operator import itemgetter
@@ -393,7 +393,7 @@ def _iso(value: Any) -> str | None:
     return str(as_utc(value).isoformat()).replace("+00:00", "Z")  # type: ignore[union-attr]
 
 
-def _slim_row(row: Any, names: _Names, changes: dict[str, Any] | None = None) -> list[Any]:
+def _slim_row(row: Any, names: _Names, changes: Mapping[str, object] | None = None) -> list[Any]:
     """A slim row (SLIM_COLUMNS' order) of a selected row, with `changes` by column name."""
     values = list(row)
     values[2] = names.tenants.get(values[2])
@@ -419,7 +419,9 @@ _REGION_KEYS = ("wafer", "row", "col", "rows", "cols")
 _SLIM_INDEX = {name: i for i, name in enumerate(SLIM_COLUMNS)}
 
 
-def _full_item(row: Any, names: _Names, changes: dict[str, Any] | None = None) -> dict[str, object]:
+def _full_item(
+    row: Any, names: _Names, changes: Mapping[str, object] | None = None
+) -> dict[str, object]:
     """A job object (`JobListItem`) of a selected row, with `changes` by field name."""
     mapping = row._mapping
     get: Callable[[str], Any] = mapping.__getitem__

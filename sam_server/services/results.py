@@ -12,8 +12,9 @@ Paths are built only from validated values (job ids, tenant names, `tenant_relat
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from sam_domain.run import RunSpec
 
@@ -24,7 +25,7 @@ WEIGHTS_FILE = "weights.pt"
 _CKPT = re.compile(r"^step-(\d{8})\.json$")
 
 
-def checkpoint_dir(data_dir: Path, *, job_id: str, tenant: str, spec: dict[str, Any]) -> Path:
+def checkpoint_dir(data_dir: Path, *, job_id: str, tenant: str, spec: Mapping[str, object]) -> Path:
     """The folder of a job's checkpoints (see the module docstring)."""
     relative = RunSpec.of(spec).run.checkpoint_dir
     root = data_dir.resolve()

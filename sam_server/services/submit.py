@@ -5,7 +5,7 @@ reach up to `array_submit.py` (the import circle the two formed)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -37,7 +37,7 @@ def submit_job(
     session: Session,
     *,
     principal: Principal,
-    spec: dict[str, Any] | None,
+    spec: Mapping[str, object] | None,
     files: dict[str, str],
     spec_yaml: str | None = None,
     idempotency_key: str | None = None,
