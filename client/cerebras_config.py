@@ -60,7 +60,9 @@ def config_sections(config: Mapping[str, object], source: str) -> dict[str, dict
     return out
 
 
-def _put(out: dict[str, dict[str, Any]], section: str, key: str, value: Any, source: str) -> None:
+def _put(
+    out: dict[str, dict[str, Any]], section: str, key: str, value: object, source: str
+) -> None:
     if key == "target_device" and isinstance(value, str):
         value = _DEVICES.get(value.lower().replace("-", "").replace("_", ""), value)
     if key == "log_level" and isinstance(value, str):

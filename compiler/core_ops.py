@@ -11,7 +11,10 @@ can act on (`REFUSED`). `benchmarks/op_coverage.py` measures the three against e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 # Core ops with an elementwise or reduction wafer kernel (wse_sim/runtime/kernels) that the
 # families of compiler.ops do not list.
@@ -171,7 +174,11 @@ def core_decompositions() -> dict[Any, Any]:
 
 
 def _var_mean(
-    x: Any, dim: Any = None, *, correction: Any = None, keepdim: bool = False
+    x: torch.Tensor,
+    dim: int | list[int] | None = None,
+    *,
+    correction: float | None = None,
+    keepdim: bool = False,
 ) -> tuple[Any, Any]:
     import torch
 

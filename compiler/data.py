@@ -25,6 +25,10 @@ from typing import Any
 
 import numpy as np
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from compiler.sandbox.limits import SandboxLimits
+
 _TEACHER_STREAM = 0x5EED
 _BATCH_STREAM = 0xBA7C
 
@@ -68,14 +72,14 @@ def _language_batch(
     return tokens[:, :-1].copy(), tokens[:, 1:].copy()
 
 
-def normalize_batch(batch: Any) -> tuple[np.ndarray, np.ndarray]:
+def normalize_batch(batch: object) -> tuple[np.ndarray, np.ndarray]:
     """A make_batch result (a pair of tensors/arrays) -> (inputs, targets) as float32/int64 numpy."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError("make_batch must return a pair (inputs, targets)")
     return _as_numpy(batch[0]), _as_numpy(batch[1])
 
 
-def _as_numpy(value: Any) -> np.ndarray:
+def _as_numpy(value: object) -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     array = np.asarray(value)
@@ -93,7 +97,7 @@ def iter_batches(
     files: dict[str, str] | None = None,
     start_step: int = 0,
     workdir: Path | None = None,
-    limits: Any = None,
+    limits: SandboxLimits | None = None,
     should_stop: Callable[[], bool] | None = None,
     datasets: dict[str, Path] | None = None,
     project: Path | None = None,

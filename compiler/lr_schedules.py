@@ -41,7 +41,7 @@ class Schedule:
 
 def schedules_for(
     optimizer: torch.optim.Optimizer,
-    scheduler: Any,
+    scheduler: _LRScheduler | _Plateau | None,
     per: str | None,
     steps_per_epoch: int | None,
 ) -> list[Schedule]:

@@ -200,7 +200,7 @@ class ModelCall:
         args, kwargs = self.arguments(inputs, targets)
         return self.output(model(*args, **kwargs))
 
-    def output(self, out: Any) -> torch.Tensor:
+    def output(self, out: object) -> torch.Tensor:
         """The tensor the loss is computed from: the output itself, or `.loss` (train.loss
         model) / `.logits` (otherwise), else the first element, of a structured output."""
         if isinstance(out, torch.Tensor):

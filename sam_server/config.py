@@ -125,7 +125,7 @@ class SchedulerSettings(Section):
 
     @field_validator("scheduler_plugin_args", mode="before")
     @classmethod
-    def _json_plugin_args(cls, value: Any) -> Any:
+    def _json_plugin_args(cls, value: object) -> Any:
         if isinstance(value, str):
             try:
                 return json.loads(value) if value.strip() else {}
@@ -314,7 +314,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _route_flat_names(cls, data: Any) -> Any:
+    def _route_flat_names(cls, data: object) -> Any:
         """A section's setting given by its name alone (Settings(lease_s=5), as a command's flag
         or a test passes it) goes into its section, over what the environment or file said."""
         if not isinstance(data, dict):
@@ -464,7 +464,7 @@ def _environ() -> dict[str, str]:
 class _EnvSource(PydanticBaseSettingsSource):
     """SAM_<NAME> of every setting, top-level or in a section, as the nested tree."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: object, field_name: str) -> tuple[Any, str, bool]:
         raise NotImplementedError  # __call__ reads them all at once
 
     def __call__(self) -> dict[str, object]:
@@ -503,7 +503,7 @@ def read_settings_file(path: Path) -> dict[str, object]:
 class _FileSource(PydanticBaseSettingsSource):
     """The YAML settings file named by SAM_SETTINGS_FILE (nothing when it is unset)."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: object, field_name: str) -> tuple[Any, str, bool]:
         raise NotImplementedError
 
     def __call__(self) -> dict[str, object]:

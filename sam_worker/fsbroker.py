@@ -27,7 +27,7 @@ from kombu.utils.json import dumps
 class Channel(filesystem.Channel):
     # kombu's own bases disagree on this signature (message vs payload); this is the
     # filesystem Channel's.
-    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def _put(self, queue: object, payload: object, **kwargs: Any) -> None:  # type: ignore[override]
         # kombu's own name scheme, so that its consumers order and filter the files as before;
         # the ".part" suffix keeps a file being written out of every queue's pattern.
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"

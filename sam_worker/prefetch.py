@@ -98,7 +98,7 @@ class PrefetchLoader:
         self._thread.join(timeout=5)
 
 
-def _close(source: Any) -> None:
+def _close(source: object) -> None:
     close = getattr(source, "close", None)
     if close is not None:
         try:

@@ -94,7 +94,9 @@ class Region:
         return busy / self.cycles if self.cycles else np.zeros_like(busy)
 
     # --- SRAM accounting ------------------------------------------------------------------
-    def sram_alloc(self, name: str, bytes_per_pe: Any, rect: Rect | None = None) -> None:
+    def sram_alloc(
+        self, name: str, bytes_per_pe: int | np.ndarray, rect: Rect | None = None
+    ) -> None:
         """Reserve `bytes_per_pe` (an int, or an int array [rows, cols] / [h, w] of `rect`).
 
         Raises SramCapacityError naming the first PE (region-relative row, col) that would

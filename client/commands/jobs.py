@@ -85,7 +85,7 @@ def job_key_values(job: dict[str, Any]) -> list[tuple[str, Any]]:
     return [p for p in pairs if p[0] != "Script" or script]  # a runner job's only
 
 
-def _entry_text(entry: Any) -> str | None:
+def _entry_text(entry: object) -> str | None:
     """A runner job's script as it runs: `train.py --lr 0.1` (args quoted as a shell would)."""
     if not isinstance(entry, dict) or not entry.get("script"):
         return None
@@ -224,7 +224,7 @@ def _queue_priority(items: list[dict[str, Any]], job_id: str) -> dict[str, Any] 
     return None
 
 
-def eta_text(state: Any, eta: Any) -> str:
+def eta_text(state: object, eta: object) -> str:
     """The ETA line's value. The ETA comes from the last plan; one that has already passed
     (a compiling job's is the plan's own time: it may start once compiled) is said so, not
     shown as "(0:00 ago)"."""

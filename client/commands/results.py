@@ -115,7 +115,7 @@ def report(job_id: str, output: str, url: str | None, token: str | None) -> None
     click.echo(render_key_values(flatten_for_people(data)))
 
 
-def flatten_for_people(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+def flatten_for_people(data: object, prefix: str = "") -> list[tuple[str, Any]]:
     """Nested dicts as dotted keys; lists of numbers (or of such lists) as a short summary."""
     if isinstance(data, dict):
         pairs: list[tuple[str, Any]] = []

@@ -63,7 +63,7 @@ def list_tokens(
     click.echo(render_selected(selected, rows))
 
 
-def _cell(column: str, value: Any) -> Any:
+def _cell(column: str, value: object) -> Any:
     """Timestamps (the `*_at` columns) to the second; None as '-'."""
     if value is None:
         return "-"

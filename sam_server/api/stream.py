@@ -272,7 +272,7 @@ def install_drain_on_signal(*hubs: Any) -> None:
         except ValueError:  # not the main thread (a test server): nothing to chain
             return
 
-        def handler(num: int, frame: Any, previous: Any = previous) -> None:
+        def handler(num: int, frame: object, previous: object = previous) -> None:
             for hub in hubs:
                 loop.call_soon_threadsafe(hub.drain)
             if callable(previous):

@@ -223,7 +223,7 @@ def view_of(
     return view
 
 
-def entry_of(spec: Any) -> dict[str, Any] | None:
+def entry_of(spec: object) -> dict[str, Any] | None:
     """`{script, args}` of a runner job's spec, else None."""
     entry = spec.get("entry") if isinstance(spec, dict) else None
     if not isinstance(entry, dict) or not entry.get("script"):

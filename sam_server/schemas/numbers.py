@@ -48,7 +48,7 @@ def _join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def check_tree(value: Any, path: str = "", *, max_depth: int = MAX_DEPTH) -> None:
+def check_tree(value: object, path: str = "", *, max_depth: int = MAX_DEPTH) -> None:
     """Raise `TreeError` for a non-finite float, a NUL character in a string or key, or nesting
     deeper than `max_depth`, anywhere in a parsed JSON/YAML `value` (walked without recursion)."""
     stack: list[tuple[Any, str, int]] = [(value, path, 0)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,7 +29,7 @@ def validation_errors(exc: ValidationError, prefix: str = "spec") -> list[dict[s
     return out
 
 
-def parse_spec(raw: Any) -> JobSpec:
+def parse_spec(raw: object) -> JobSpec:
     """`raw` as a `JobSpec`, or `InvalidSpec` naming every bad field."""
     if not isinstance(raw, dict):
         raise InvalidSpec("the job spec must be a mapping (job.yaml's top level)")
