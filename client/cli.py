@@ -178,7 +178,7 @@ class SamGroup(click.Group):
         entry_point = self._plugin_entry_points().get(name)
         return PLUGIN_SHORT_HELP.get(entry_point.value) if entry_point is not None else None
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         """Run the subcommand; client errors become `error: ...` on stderr and exit status 1."""
         try:
             return super().invoke(ctx)

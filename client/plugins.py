@@ -24,7 +24,7 @@ class EntryPointLike(Protocol):
     name: str
     value: str
 
-    def load(self) -> Any: ...
+    def load(self) -> object: ...
 
 
 class PluginRef:
@@ -34,7 +34,7 @@ class PluginRef:
         self.name = name
         self.value = value
 
-    def load(self) -> Any:
+    def load(self) -> object:
         import importlib
 
         module, _, attribute = self.value.partition(":")

@@ -15,7 +15,7 @@ MAX_FLOW_NESTING = 32
 class NoAliasSafeLoader(yaml.SafeLoader):
     """A SafeLoader that refuses anchors, aliases and duplicate mapping keys."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102 - PyYAML hook
+    def compose_node(self, parent: Any, index: Any) -> object:  # noqa: D102 - PyYAML hook
         event = self.peek_event()
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
@@ -39,7 +39,7 @@ class NoAliasSafeLoader(yaml.SafeLoader):
             )
         super().fetch_flow_collection_start(TokenClass)
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
+    def construct_mapping(self, node: Any, deep: bool = False) -> object:  # noqa: D102
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)

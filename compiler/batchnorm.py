@@ -23,7 +23,9 @@ BATCH_NORM_BACKWARD = "aten.native_batch_norm_backward.default"
 class BatchNormMode(TorchFunctionMode):
     """A torch-function mode that replaces training-mode F.batch_norm (see the module docstring)."""
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> object:
         kwargs = kwargs or {}
         if func is F.batch_norm:
             bound = _bind(*args, **kwargs)

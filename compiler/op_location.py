@@ -208,7 +208,7 @@ def full_stack_traces() -> Iterator[None]:
 
     inherited = PythonKeyTracer._filter_traceback_frames
 
-    def keep_all(self: Any, summary: Any) -> Any:
+    def keep_all(self: Any, summary: Any) -> object:
         self._record_forward_stack_traces_only = False
         return inherited(self, summary)
 
@@ -232,7 +232,7 @@ def backward_seq_nr() -> Iterator[None]:
 
     original = autograd_graph._engine_run_backward
 
-    def run_backward(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+    def run_backward(outputs: Any, *args: Any, **kwargs: Any) -> object:
         roots = [
             t.grad_fn
             for t in (outputs if isinstance(outputs, (list, tuple)) else (outputs,))

@@ -54,7 +54,7 @@ def initial_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) 
         original = getattr(opt_copy, "_init_group", None)
         if original is not None:
 
-            def init_group(*args: Any, **kwargs: Any) -> Any:
+            def init_group(*args: Any, **kwargs: Any) -> object:
                 result = original(*args, **kwargs)
                 for group in opt_copy.param_groups:
                     for p in group["params"]:

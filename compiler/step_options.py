@@ -124,7 +124,9 @@ class ScheduleConfig:
     def _linear(t: torch.Tensor, start: float, end: float, iters: int) -> torch.Tensor:
         return start + (end - start) * torch.clamp(t, max=float(iters)) / iters
 
-    def torch_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
+    def torch_scheduler(
+        self, optimizer: torch.optim.Optimizer
+    ) -> torch.optim.lr_scheduler.LRScheduler:
         """The eager torch.optim.lr_scheduler this config compiles (for references and tests)."""
         sched = torch.optim.lr_scheduler
         if self.name == "step":

@@ -32,7 +32,9 @@ class UserScalarReads(TorchFunctionMode):
     """Refuses a tensor's value read in Python (`.item()`, `float()`, `bool()`...) by the user's
     own code; torch.optim's internal reads (of its 0-d step counts) are left to tracing."""
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> object:
         if getattr(func, "__name__", "") in _READS:
             frames = traceback.extract_stack()[:-1]
             while frames and _is_plumbing(frames[-1].filename):

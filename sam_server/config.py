@@ -125,7 +125,7 @@ class SchedulerSettings(Section):
 
     @field_validator("scheduler_plugin_args", mode="before")
     @classmethod
-    def _json_plugin_args(cls, value: object) -> Any:
+    def _json_plugin_args(cls, value: object) -> object:
         if isinstance(value, str):
             try:
                 return json.loads(value) if value.strip() else {}
@@ -314,7 +314,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _route_flat_names(cls, data: object) -> Any:
+    def _route_flat_names(cls, data: object) -> object:
         """A section's setting given by its name alone (Settings(lease_s=5), as a command's flag
         or a test passes it) goes into its section, over what the environment or file said."""
         if not isinstance(data, dict):

@@ -8,11 +8,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 
-F = TypeVar("F", bound=Callable[..., Any])  # a click command function, decorated in place
+F = TypeVar("F", bound=Callable[..., object])  # a click command function, decorated in place
 
 
 def _logging() -> None:

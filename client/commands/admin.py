@@ -27,7 +27,7 @@ from client.commands.options import (
 from client.commands.tokens import token_group
 from client.output import render_key_values, render_table
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 QUOTA_FIELDS = ("max_pes", "max_running_jobs", "max_queued_jobs", "max_storage_bytes", "share")
 USAGE_FIELDS = ("running_jobs", "queued_jobs", "pes", "pe_seconds", "storage_bytes")
 QUOTA_DEFAULTS = {"share": 1}  # an omitted limit means none; an omitted share means 1

@@ -12,7 +12,7 @@ from client.output import OUTPUT_FORMATS, dump_data
 from client.sdk import SamClient
 from client.submit_options import CONNECTION_OPTIONS
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def declared_options(table: Any, **types: Mapping[str, object]) -> Callable[[F], F]:

@@ -6,8 +6,6 @@ A token's secret is printed only by `rotate` (and `sam admin user create`), neve
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from client.columns import Column, columns_by_name, format_option, parse_format, render_selected
@@ -63,7 +61,7 @@ def list_tokens(
     click.echo(render_selected(selected, rows))
 
 
-def _cell(column: str, value: object) -> Any:
+def _cell(column: str, value: object) -> object:
     """Timestamps (the `*_at` columns) to the second; None as '-'."""
     if value is None:
         return "-"

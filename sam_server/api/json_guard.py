@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,7 +33,7 @@ def _float(text: str) -> float:
     return value if math.isfinite(value) else _NonFinite(value)
 
 
-def strict_json(body: bytes) -> Any:
+def strict_json(body: bytes) -> object:
     """The parsed body, or `TreeError` naming where it breaks SAM's rules. Malformed JSON
     raises `json.JSONDecodeError` (the framework's own 422 describes it)."""
     try:

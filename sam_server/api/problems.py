@@ -23,7 +23,7 @@ def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> JS
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE)
 
 
-def _field(loc: tuple[Any, ...]) -> str:
+def _field(loc: tuple[object, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body",)]
     return ".".join(parts) or "body"
 

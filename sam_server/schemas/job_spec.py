@@ -282,7 +282,7 @@ class CompileOptions(_Strict):
 
     @field_validator("max_activation_memory", mode="before")
     @classmethod
-    def _budget(cls, v: Any) -> Any:
+    def _budget(cls, v: Any) -> object:
         from compiler.activation_budget import parse_activation_budget
 
         parse_activation_budget(v)  # raises ValueError with the accepted forms

@@ -83,7 +83,7 @@ def serve(registry: CollectorRegistry, port: int, host: str, token: str | None) 
     tenants only to a scrape with `token` (the scheduler's port: prometheus_client's own
     server has no bearer check)."""
 
-    def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+    def app(environ: dict[str, Any], start: Callable[..., object]) -> Iterable[bytes]:
         given = bearer(environ.get("HTTP_AUTHORIZATION"))
         if given is not None and not is_scrape_token(given, token):
             start(

@@ -86,7 +86,7 @@ def _caster(node: IrNode) -> Callable[[Any], Any]:
     if "dtypes" in node or "shapes" in node:
         dtypes = [numpy_dtype(d) if d else None for d in node.get("dtypes") or []]
 
-        def cast_tuple(values: Any) -> Any:
+        def cast_tuple(values: Any) -> object:
             if not dtypes:
                 return values
             return tuple(
@@ -101,7 +101,7 @@ def _caster(node: IrNode) -> Callable[[Any], Any]:
     if want is None:
         return lambda v: v
 
-    def cast(v: Any) -> Any:
+    def cast(v: Any) -> object:
         if v.__class__ is np.ndarray and v.dtype == want:
             return v
         return np.asarray(v, dtype=want)

@@ -123,7 +123,7 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
     return plain
 
 
-def _json_default(value: object) -> Any:
+def _json_default(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
