@@ -56,6 +56,24 @@ def test_an_unchanged_project_is_sent_once(live_server, user, tmp_path: Path, se
     assert changed.sent_chunks == 1 and changed.sent_bytes == 8
 
 
+def test_chunks_go_the_same_over_httpx_as_over_the_quick_path(
+    live_server, user, tmp_path: Path, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Over plain HTTP the CLI sends a chunk from its file with sendfile; over httpx (HTTPS,
+    a custom transport) it reads the chunk and sends its bytes: the same project either way."""
+    import httpx
+
+    root = _project(tmp_path / "project")
+    quick = upload_project(SamClient(live_server.url, user), list_project(root))
+    (root / "weights.bin").write_bytes(os.urandom((8 << 20) + 7))  # new chunks to send
+    report = UploadReport()
+    over_httpx = SamClient(live_server.url, user, transport=httpx.HTTPTransport())
+    again = upload_project(over_httpx, list_project(root), report)
+    assert report.sent_chunks == 2 and again["digest"] != quick["digest"]
+    tree = tenant_project_dir(settings.data_dir, "lab", again["digest"])
+    assert (tree / "weights.bin").read_bytes() == (root / "weights.bin").read_bytes()
+
+
 def test_an_interrupted_upload_resumes_with_what_is_missing(
     live_server, user, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
