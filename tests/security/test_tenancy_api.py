@@ -13,6 +13,9 @@ from client.cli import build_cli
 from tests.conftest import ADMIN_TOKEN, LiveServer
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+# httpx's default 5 s read timeout fails a request that waits its turn on a loaded machine
+# (seen under a three-worker test run at load 18); a refusal still comes back at once.
+HTTP = httpx.Client(timeout=30)
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -20,8 +23,8 @@ def _bearer(token: str) -> dict[str, str]:
 
 
 def _tenant_with_user(url: str, tenant: str, user: str, role: str = "user") -> dict[str, str]:
-    httpx.post(f"{url}/api/v1/tenants", json={"name": tenant}, headers=ADMIN).raise_for_status()
-    r = httpx.post(
+    HTTP.post(f"{url}/api/v1/tenants", json={"name": tenant}, headers=ADMIN).raise_for_status()
+    r = HTTP.post(
         f"{url}/api/v1/tenants/{tenant}/users", json={"name": user, "role": role}, headers=ADMIN
     )
     r.raise_for_status()
@@ -33,15 +36,15 @@ def test_a_tenant_admin_cannot_escalate_to_cluster_admin(live_server) -> None:
     mallory = _tenant_with_user(url, "evil", "mallory", role="admin")
     _tenant_with_user(url, "victim", "vic")
     attempts = [
-        httpx.put(f"{url}/api/v1/tenants/victim/quota", json={"max_pes": 1}, headers=mallory),
-        httpx.put(f"{url}/api/v1/tenants/evil/quota", json={}, headers=mallory),
-        httpx.post(f"{url}/api/v1/tenants", json={"name": "system"}, headers=mallory),
-        httpx.post(
+        HTTP.put(f"{url}/api/v1/tenants/victim/quota", json={"max_pes": 1}, headers=mallory),
+        HTTP.put(f"{url}/api/v1/tenants/evil/quota", json={}, headers=mallory),
+        HTTP.post(f"{url}/api/v1/tenants", json={"name": "system"}, headers=mallory),
+        HTTP.post(
             f"{url}/api/v1/tenants/victim/users",
             json={"name": "mole", "role": "admin"},
             headers=mallory,
         ),
-        httpx.post(
+        HTTP.post(
             f"{url}/api/v1/tenants/system/users",
             json={"name": "root", "role": "admin"},
             headers=mallory,
@@ -49,16 +52,16 @@ def test_a_tenant_admin_cannot_escalate_to_cluster_admin(live_server) -> None:
     ]
     assert [r.status_code for r in attempts] == [403, 403, 403, 404, 404]
     # An admin it makes in its own tenant is a tenant admin too, never a cluster admin.
-    made = httpx.post(
+    made = HTTP.post(
         f"{url}/api/v1/tenants/evil/users", json={"name": "m2", "role": "admin"}, headers=mallory
     )
     assert made.status_code == 201
     m2 = _bearer(made.json()["token"])
-    assert httpx.get(f"{url}/api/v1/whoami", headers=m2).json()["admin_of"] == "tenant"
-    assert [t["name"] for t in httpx.get(f"{url}/api/v1/tenants", headers=m2).json()] == ["evil"]
-    victim_tokens = httpx.get(f"{url}/api/v1/tokens?tenant=victim", headers=mallory).json()
+    assert HTTP.get(f"{url}/api/v1/whoami", headers=m2).json()["admin_of"] == "tenant"
+    assert [t["name"] for t in HTTP.get(f"{url}/api/v1/tenants", headers=m2).json()] == ["evil"]
+    victim_tokens = HTTP.get(f"{url}/api/v1/tokens?tenant=victim", headers=mallory).json()
     assert victim_tokens == []  # the filter cannot widen its view
-    quota = httpx.get(f"{url}/api/v1/tenants/victim", headers=ADMIN).json()["quota"]
+    quota = HTTP.get(f"{url}/api/v1/tenants/victim", headers=ADMIN).json()["quota"]
     assert quota["max_pes"] is None
 
 
@@ -66,32 +69,32 @@ def test_a_stolen_token_dies_when_its_owner_rotates_it(live_server) -> None:
     url = live_server.url
     vic = _tenant_with_user(url, "victim", "vic")
     stolen = dict(vic)  # the thief holds a copy
-    assert httpx.get(f"{url}/api/v1/whoami", headers=stolen).status_code == 200
-    mine = httpx.get(f"{url}/api/v1/tokens", headers=vic).json()
+    assert HTTP.get(f"{url}/api/v1/whoami", headers=stolen).status_code == 200
+    mine = HTTP.get(f"{url}/api/v1/tokens", headers=vic).json()
     assert len(mine) == 1 and mine[0]["last_used_at"] is not None  # the theft shows up as use
-    rotated = httpx.post(f"{url}/api/v1/tokens/{mine[0]['id']}/rotate", headers=vic)
+    rotated = HTTP.post(f"{url}/api/v1/tokens/{mine[0]['id']}/rotate", headers=vic)
     assert rotated.status_code == 201
-    assert httpx.get(f"{url}/api/v1/whoami", headers=stolen).status_code == 401
+    assert HTTP.get(f"{url}/api/v1/whoami", headers=stolen).status_code == 401
     fresh = _bearer(rotated.json()["token"])
-    assert httpx.get(f"{url}/api/v1/jobs", headers=fresh).status_code == 200
+    assert HTTP.get(f"{url}/api/v1/jobs", headers=fresh).status_code == 200
     # The thief cannot list, rotate or revoke anything with the dead token.
     for call in (
-        httpx.get(f"{url}/api/v1/tokens", headers=stolen),
-        httpx.post(f"{url}/api/v1/tokens/{rotated.json()['id']}/rotate", headers=stolen),
+        HTTP.get(f"{url}/api/v1/tokens", headers=stolen),
+        HTTP.post(f"{url}/api/v1/tokens/{rotated.json()['id']}/rotate", headers=stolen),
     ):
         assert call.status_code == 401
 
 
 def test_a_restart_with_a_new_admin_token_revokes_the_old_one(settings) -> None:
     with LiveServer(settings) as first:
-        assert httpx.get(f"{first.url}/api/v1/tenants", headers=ADMIN).status_code == 200
+        assert HTTP.get(f"{first.url}/api/v1/tenants", headers=ADMIN).status_code == 200
     rotated = settings.model_copy(update={"admin_token": "sam_admin_after_leak"})
     with LiveServer(rotated) as second:
-        old = httpx.get(f"{second.url}/api/v1/tenants", headers=ADMIN)
+        old = HTTP.get(f"{second.url}/api/v1/tenants", headers=ADMIN)
         assert old.status_code == 401
-        new = httpx.get(f"{second.url}/api/v1/tenants", headers=_bearer("sam_admin_after_leak"))
+        new = HTTP.get(f"{second.url}/api/v1/tenants", headers=_bearer("sam_admin_after_leak"))
         assert new.status_code == 200
-        listed = httpx.get(
+        listed = HTTP.get(
             f"{second.url}/api/v1/tokens?user=admin&include_revoked=true",
             headers=_bearer("sam_admin_after_leak"),
         ).json()
@@ -115,4 +118,4 @@ def test_submit_refuses_a_file_outside_the_job_folder(live_server, tmp_path: Pat
     )
     assert result.exit_code == 1
     assert "outside the job file's folder" in result.stderr
-    assert httpx.get(f"{url}/api/v1/jobs", headers=vic).json()["items"] == []
+    assert HTTP.get(f"{url}/api/v1/jobs", headers=vic).json()["items"] == []
