@@ -8,7 +8,7 @@ import sys
 import zlib
 from array import array
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -24,6 +24,22 @@ _COLUMNS: tuple[tuple[str, str], ...] = (("step", "i"), ("loss", "d"), ("nonfini
 _COLUMNS += (("sim_cycles", "q"), ("samples_per_sec", "d"), ("attempt", "h"))
 _COLUMNS += (("accuracy", "d"),)  # NaN: none (the loss is not a classification)
 _NONFINITE = {None: 0, "nan": 1, "inf": 2, "-inf": 3}
+
+
+class StepRecord(TypedDict):
+    """One training step as the history keeps it (a JobMetric row, or a packed chunk's entry):
+    loss None with loss_nonfinite "nan"/"inf"/"-inf" when it was not finite; accuracy only for
+    a classification loss; attempt dropped from what the API shows."""
+
+    step: int
+    loss: float | None
+    sim_cycles: int
+    samples_per_sec: float
+    attempt: NotRequired[int]
+    accuracy: NotRequired[float]
+    loss_nonfinite: NotRequired[str]
+
+
 _NONFINITE_NAMES = {code: name for name, code in _NONFINITE.items()}
 
 
@@ -46,7 +62,7 @@ def last_log_id(session: Session, *, job: Job) -> int:
     return int(value or 0)
 
 
-def pack(steps: list[dict[str, Any]]) -> bytes:
+def pack(steps: list[StepRecord]) -> bytes:
     """Consecutive step records (as `unpack` returns them) as one compressed blob."""
     parts = []
     for name, code in _COLUMNS:
@@ -58,17 +74,24 @@ def pack(steps: list[dict[str, Any]]) -> bytes:
     return zlib.compress(header + b"".join(parts), 6)
 
 
-def _field(step: dict[str, Any], name: str) -> Any:
+def _field(step: StepRecord, name: str) -> int | float:
     if name == "nonfinite":
         return _NONFINITE[step.get("loss_nonfinite")]
     if name == "loss":
         return step["loss"] if step["loss"] is not None else 0.0
     if name == "accuracy":
-        return step["accuracy"] if step.get("accuracy") is not None else math.nan
-    return step.get(name) or 0
+        accuracy = step.get("accuracy")
+        return accuracy if accuracy is not None else math.nan
+    plain = {
+        "step": step["step"],
+        "sim_cycles": step["sim_cycles"],
+        "samples_per_sec": step["samples_per_sec"],
+        "attempt": step.get("attempt", 0),
+    }
+    return plain[name] or 0
 
 
-def unpack(blob: bytes) -> list[dict[str, Any]]:
+def unpack(blob: bytes) -> list[StepRecord]:
     """The step records of a packed chunk, in step order."""
     raw = zlib.decompress(blob)
     count = array("I", raw[:4])[0]
@@ -82,9 +105,13 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
         columns[name], offset = column, offset + size
     out = []
     for i in range(count):
-        view: dict[str, Any] = {"step": columns["step"][i], "loss": columns["loss"][i]}
-        view.update(sim_cycles=columns["sim_cycles"][i])
-        view.update(samples_per_sec=columns["samples_per_sec"][i], attempt=columns["attempt"][i])
+        view: StepRecord = {
+            "step": int(columns["step"][i]),
+            "loss": columns["loss"][i],
+            "sim_cycles": int(columns["sim_cycles"][i]),
+            "samples_per_sec": columns["samples_per_sec"][i],
+            "attempt": int(columns["attempt"][i]),
+        }
         if not math.isnan(columns["accuracy"][i]):
             view["accuracy"] = columns["accuracy"][i]
         kind = _NONFINITE_NAMES[columns["nonfinite"][i]]
@@ -94,9 +121,14 @@ def unpack(blob: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def _row_view(m: JobMetric) -> dict[str, object]:
-    view: dict[str, Any] = {"step": m.step, "loss": m.loss, "sim_cycles": m.sim_cycles}
-    view.update(samples_per_sec=m.samples_per_sec, attempt=m.attempt)
+def _row_view(m: JobMetric) -> StepRecord:
+    view: StepRecord = {
+        "step": m.step,
+        "loss": m.loss,
+        "sim_cycles": m.sim_cycles,
+        "samples_per_sec": m.samples_per_sec,
+        "attempt": m.attempt,
+    }
     if m.accuracy is not None:  # only classification losses have one; absent keeps rows small
         view["accuracy"] = m.accuracy
     if m.loss_nonfinite:
@@ -128,7 +160,7 @@ def compact_metrics(session: Session, *, job_id: str, recent: int, chunk: int) -
     return written
 
 
-def _write_chunk(session: Session, job_id: str, steps: list[dict[str, Any]]) -> None:
+def _write_chunk(session: Session, job_id: str, steps: list[StepRecord]) -> None:
     session.add(
         JobMetricChunk(
             job_id=job_id,
@@ -172,7 +204,7 @@ def metrics(
         recent = list(reversed(list(newest.scalars())))
     steps = [_public(_row_view(m)) for m in recent]
     chunk_query = select(JobMetricChunk).where(JobMetricChunk.job_id == job.id)
-    older: list[dict[str, Any]] = []
+    older: list[StepRecord] = []
     for chunk in session.execute(chunk_query.order_by(JobMetricChunk.first_step.desc())):
         if last is not None and len(older) + len(steps) >= last:
             break
@@ -198,13 +230,13 @@ def metrics(
     }
 
 
-def _sampled(steps: list[dict[str, Any]], every: int) -> list[dict[str, object]]:
+def _sampled(steps: list[StepRecord], every: int) -> list[StepRecord]:
     """Every `every`-th step by step number, and always the newest."""
     kept = [s for s in steps[:-1] if s["step"] % every == 0]
     return kept + steps[-1:]
 
 
-def _public(step: dict[str, Any]) -> dict[str, object]:
+def _public(step: StepRecord) -> StepRecord:
     step.pop("attempt", None)
     return step
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sam_server.services.history import StepRecord
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session, defer
@@ -33,17 +36,17 @@ def format_log(line: JobLog) -> str:
     return f"{stamp} {line.level:<5} {line.line}"
 
 
-def epoch_summaries(steps: list[dict[str, Any]], steps_per_epoch: int) -> list[dict[str, object]]:
+def epoch_summaries(steps: list[StepRecord], steps_per_epoch: int) -> list[dict[str, object]]:
     """`[{epoch, steps, mean_loss, accuracy}]` per epoch (1-based) with at least one step;
     accuracy is the mean of the steps' accuracies, null when the loss is not classification."""
     if steps_per_epoch < 1:
         return []
-    groups: dict[int, list[dict[str, Any]]] = {}
+    groups: dict[int, list[StepRecord]] = {}
     for row in steps:
         groups.setdefault(row["step"] // steps_per_epoch + 1, []).append(row)
-    out = []
+    out: list[dict[str, object]] = []
     for epoch, rows in sorted(groups.items()):
-        accuracies = [r["accuracy"] for r in rows if r.get("accuracy") is not None]
+        accuracies = [a for r in rows if (a := r.get("accuracy")) is not None]
         losses = [r["loss"] for r in rows if r["loss"] is not None]  # null: not finite
         out.append(
             {
