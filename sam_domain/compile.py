@@ -19,19 +19,20 @@ COMPILE_SECTIONS = ("model", "data", "train", "compile_options")
 """The job spec's sections that change the compiled step."""
 
 
-def compile_sections(spec: Mapping[str, Any]) -> dict[str, JsonValue]:
+def compile_sections(spec: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The compile sections of a spec (as JSON: the API's dump or the stored spec). A runner
     job's (docs/runner.md) also holds its entry (script and args: the script builds the model)
     and its epochs, which its compiled learning-rate schedule spans."""
     sections = {name: spec.get(name) for name in COMPILE_SECTIONS}
     if spec.get("entry"):
-        run = spec.get("run_options") or {}
+        run = spec.get("run_options")
+        run = run if isinstance(run, dict) else {}  # the schema makes it an object or null
         sections["entry"] = spec.get("entry")
         sections["epochs"] = [run.get("num_epochs"), run.get("steps_per_epoch")]
     return sections
 
 
-def compile_inputs(spec: Mapping[str, Any]) -> dict[str, JsonValue]:
+def compile_inputs(spec: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """Every part of a spec a compile reads: its sections, the mode and the project's digest
     (the region's shape, computed from `resources`, is the key's own field)."""
     return {**compile_sections(spec), "mode": spec.get("mode"), "project": spec.get("project")}
@@ -43,7 +44,7 @@ class CompileKey:
     an artifact compiled for another. The tenant is part of it: another tenant's identical job
     compiles afresh, so reuse reveals nothing across tenants."""
 
-    inputs: Mapping[str, Any]  # compile_inputs(spec)
+    inputs: Mapping[str, JsonValue]  # compile_inputs(spec)
     shape: tuple[int, int]  # the region's rows and cols
     files: Mapping[str, str]  # the uploaded sources by name
     tenant: int | None = None
@@ -51,7 +52,7 @@ class CompileKey:
     @classmethod
     def of(
         cls,
-        spec: Mapping[str, Any],
+        spec: Mapping[str, JsonValue],
         shape: tuple[int, int],
         files: Mapping[str, str],
         tenant: int | None = None,

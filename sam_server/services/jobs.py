@@ -17,6 +17,7 @@ from sqlalchemy import ColumnDefault, Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from sam_domain.compile import CompileKey
+from sam_domain.json_value import JsonValue
 from sam_server.db.models import Job, JobArray, JobEvent, JobLog, Tenant, Wafer
 from sam_server.db.types import utcnow
 from sam_server.errors import (
@@ -234,7 +235,7 @@ def compile_hash(
     files: dict[str, str],
     tenant_id: int | None = None,
     *,
-    dumped: Mapping[str, object] | None = None,
+    dumped: Mapping[str, JsonValue] | None = None,
 ) -> str:
     """The digest of the job's `CompileKey` (sam_domain.compile): two jobs with the same hash
     can share one artifact. `dumped`: the spec's `model_dump(mode="json", by_alias=True)` when
