@@ -399,8 +399,8 @@ def host_bytes(
     """Host bytes a job holds at its peak, as the wafer worker runs it: at load, the initial
     tensors and the state copied from them; during a step, the state, the whole batch and the
     values still to be read (the runtime drops each after its last reader; a view keeps the
-    value it views), plus a kernel's working space: twice the largest value, or a windowed
-    kernel's copies of its windows where those are more (`window_bytes`)."""
+    value it views), plus a kernel's working space: twice the largest value, or what a kernel
+    known to need more holds besides its arguments and result (`work_bytes`)."""
     import numpy as np
 
     initial = sum(int(np.asarray(t).nbytes) for t in tensors.values())
@@ -426,7 +426,7 @@ def host_bytes(
     freed_after: dict[int, int] = {}
     for index, node in enumerate(nodes):
         name = str(node.get("name"))
-        work = max(work, window_bytes(node, values))
+        work = max(work, work_bytes(node, values))
         if owner[name] == name:
             size = _value_bytes(values.get(name))
             largest = max(largest, size)
@@ -449,17 +449,38 @@ _WINDOW_COPIES = {
 }
 
 
-def window_bytes(node: dict[str, Any], values: dict[str, Any]) -> int:
-    """Bytes a windowed kernel's temporaries hold while `node` runs (0 for other ops)."""
-    copies = _WINDOW_COPIES.get(str(node.get("target")))
-    if copies is None:
+def work_bytes(node: dict[str, Any], values: dict[str, Any]) -> int:
+    """Bytes a kernel's temporaries hold while `node` runs, for the kernels whose temporaries
+    outgrow twice the largest value (windowed kernels, grid sampling's backward); 0 otherwise."""
+    target = str(node.get("target"))
+    copies = _WINDOW_COPIES.get(target)
+    if copies is None and target != _GRID_SAMPLE_BACKWARD:
         return 0
     try:
         args = decode_arg(node.get("args") or [], values)
-        elements = _window_elements(str(node.get("target")), args, values.get(str(node["name"])))
+        if copies is None:
+            return _grid_sample_bytes(args)
+        elements = _window_elements(target, args, values.get(str(node["name"])))
     except (IndexError, KeyError, TypeError, ValueError, AttributeError):
         return 0  # its shapes were derived above: an op torch accepted but not shaped as here
     return copies * elements * 4  # the runtime computes in at least 4 bytes a value
+
+
+# Grid sampling's backward (`wse_sim.runtime.kernels.grid_sample`) keeps every tap of every
+# output pixel at once, in float64: 5 arrays a tap (x, y, weight, its two slopes), 16 taps for
+# bicubic, 4 bilinear, 1 nearest; a bicubic one held 12x its largest argument (op coverage).
+_GRID_SAMPLE_BACKWARD = "aten.grid_sampler_2d_backward.default"
+_GRID_TAPS = {0: 4, 1: 1, 2: 16}
+
+
+def _grid_sample_bytes(args: list[Any]) -> int:
+    """float64 bytes: per output pixel its taps and their coordinate temporaries, per pixel and
+    channel four gathered or scaled vectors, and the image and its gradient, each twice."""
+    x, grid, mode = args[1], args[2], int(args[3])
+    pixels = int(grid.numel()) // 2
+    channels = int(x.shape[1])
+    per_pixel = 5 * _GRID_TAPS.get(mode, 16) + 8 + 4 * channels
+    return 8 * (pixels * per_pixel + 4 * int(x.numel()))
 
 
 def _window_elements(target: str, args: list[Any], result: Any) -> int:

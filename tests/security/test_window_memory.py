@@ -5,7 +5,8 @@ passes its check and then grows the worker past what it reserved, into other ten
 
 Windowed kernels (convolution, max pooling) copy every output's receptive field: kernel-area
 times their output, which the plan counted as twice the largest value. A 15x15 filter on 32
-channels planned 1.3 MiB and held 452 MiB; an honest tenant's model, no forgery needed."""
+channels planned 1.3 MiB and held 452 MiB; an honest tenant's model, no forgery needed. Grid
+sampling's backward keeps 16 taps of 5 float64 arrays per output pixel (bicubic)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ HEAD = """import torch
 from torch import nn
 
 
+class Warp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.grid = nn.Parameter(torch.rand(1, 48, 48, 2) * 2 - 1)
+
+    def forward(self, x):
+        grid = self.grid.expand(x.shape[0], -1, -1, -1)
+        return nn.functional.grid_sample(x, grid, mode="bicubic", align_corners=False)
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -38,6 +49,7 @@ MODELS = {
         8 * 32 * 32,
     ),
     "conv1d": ([16, 128], "nn.Conv1d(16, 2, 31, padding=15)", 256),
+    "grid_sample": ([2, 16, 16], "Warp()", 2 * 48 * 48),
 }
 
 
