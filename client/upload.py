@@ -144,8 +144,10 @@ def upload_files(
     """Send the chunks of `files` the tenant lacks; the manifest rows to commit."""
     cache = cache or HashCache()
     report = report or UploadReport()
-    chunk_bytes = DEFAULT_CHUNK_BYTES
-    while True:  # once, or twice when the server cuts files in chunks of another size
+    # The server's chunk size first (an empty question): files are hashed once, in the chunks
+    # it takes, and an unchanged file's hashes come from the cache whatever size it uses.
+    chunk_bytes = int(client.call("POST", "/uploads/missing", json={"chunks": []})["chunk_bytes"])
+    while True:  # once, or twice if the server's chunk size changed meanwhile
         rows, where = _hash_all(files, chunk_bytes, cache)
         missing, server_chunk = _ask_missing(client, where)
         if server_chunk == chunk_bytes:
