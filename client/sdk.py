@@ -368,7 +368,7 @@ class SamClient(Transport):
         for key, value in (("start", start), ("end", end), ("user", user), ("tenant", tenant)):
             if value:
                 params.append((key, value))
-        result: dict[str, Any] = self._json("GET", "/acct", params=params)
+        result: dict[str, object] = self._json("GET", "/acct", params=params)
         return result
 
     def usage_report(
@@ -377,7 +377,7 @@ class SamClient(Transport):
         """PE-hours per tenant and user inside [start, end] (`{start, end, pe_hours, tenants,
         users}`)."""
         params = {k: v for k, v in (("start", start), ("end", end), ("tenant", tenant)) if v}
-        result: dict[str, Any] = self._json("GET", "/reports/usage", params=params)
+        result: dict[str, object] = self._json("GET", "/reports/usage", params=params)
         return result
 
     def queue(self) -> list[dict[str, Any]]:
@@ -426,7 +426,7 @@ class SamClient(Transport):
     ) -> list[dict[str, Any]]:
         """Tokens the principal manages: `{id, prefix, user, tenant, created_at, last_used_at,
         revoked_at, bootstrap}` each, never a secret."""
-        params: dict[str, Any] = {"include_revoked": include_revoked}
+        params: dict[str, object] = {"include_revoked": include_revoked}
         params.update({k: v for k, v in (("tenant", tenant), ("user", user)) if v})
         return list(self._json("GET", "/tokens", params=params))
 

@@ -177,7 +177,7 @@ class Transport:
 
     def _json_object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """`_json` of an endpoint that answers with one JSON object."""
-        body: dict[str, Any] = self._json(method, path, **kwargs)
+        body: dict[str, object] = self._json(method, path, **kwargs)
         return body
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:

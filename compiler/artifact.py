@@ -62,7 +62,7 @@ class Artifact:
 
     def program(self, kernel_id: str) -> dict[str, object]:
         """The per-kernel program file of `kernel_id`."""
-        program: dict[str, Any] = json.loads(
+        program: dict[str, object] = json.loads(
             (self.path / "program" / f"{kernel_id}.json").read_text()
         )
         return program

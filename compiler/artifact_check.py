@@ -178,7 +178,7 @@ def _check_inputs(graph: dict[str, Any], tensors: dict[str, Any]) -> dict[str, A
     """{input name: (shape, dtype)} with each state input's init.npz tensor matching it."""
     import numpy as np
 
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for inp in graph["inputs"]:
         name = str(inp.get("name"))
         what = f"graph input {name} ({inp.get('source_name') or inp.get('role')})"
@@ -210,7 +210,7 @@ def derive_shapes(graph: dict[str, Any], inputs: dict[str, Any]) -> dict[str, An
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    env: dict[str, Any] = {}
+    env: dict[str, object] = {}
     with FakeTensorMode(allow_non_fake_inputs=False):
         for name, (shape, dtype) in inputs.items():
             env[name] = torch.empty(shape, dtype=getattr(torch, dtype))

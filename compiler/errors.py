@@ -29,7 +29,7 @@ class CompileError(Exception):
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.details: dict[str, Any] = details or {}
+        self.details: dict[str, object] = details or {}
 
     def to_dict(self) -> dict[str, object]:
         """`{kind, message, details}`, JSON-able, as a worker stores it."""

@@ -107,7 +107,7 @@ def _verify_files(root: Path, expected: str | None) -> dict[str, object]:
     raw = (root / "manifest.json").read_bytes()
     if expected is not None and hashlib.sha256(raw).hexdigest() != expected:
         raise ArtifactCorrupt(_message(root, "manifest.json"))
-    manifest: dict[str, Any] = json.loads(raw)
+    manifest: dict[str, object] = json.loads(raw)
     listed = manifest.get("files")
     if not isinstance(listed, dict):
         raise ArtifactCorrupt(_message(root, "manifest.json (no file hashes)"))

@@ -48,7 +48,7 @@ class OptimizerConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     amsgrad: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @classmethod
     def from_spec(cls, opt: dict[str, Any]) -> OptimizerConfig:

@@ -70,7 +70,7 @@ def _spec(
     """A tour job's spec: 150 steps with a checkpoint every 50, on a (rows, cols) region or on
     `size` PEs."""
     if isinstance(size, int):
-        resources: dict[str, Any] = {"pes": size}
+        resources: dict[str, object] = {"pes": size}
     else:
         resources = {"region": {"rows": size[0], "cols": size[1]}}
     return {
@@ -125,13 +125,13 @@ class Tour:
         return job_id
 
     def job(self, job_id: str) -> dict[str, Any]:
-        job: dict[str, Any] = httpx.get(
+        job: dict[str, object] = httpx.get(
             f"{self.url}/api/v1/jobs/{job_id}", headers=self.admin
         ).json()
         return job
 
     def metrics(self, job_id: str) -> dict[str, Any]:
-        metrics: dict[str, Any] = httpx.get(
+        metrics: dict[str, object] = httpx.get(
             f"{self.url}/api/v1/jobs/{job_id}/metrics", headers=self.admin
         ).json()
         return metrics

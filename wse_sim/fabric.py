@@ -43,7 +43,7 @@ class Region:
         self.sram_used = backend.zeros(shape)
         self.sram_hwm = backend.zeros(shape)
         self.link_busy = backend.zeros((rows, cols, len(PORTS)))
-        self.allocations: dict[str, Any] = {}
+        self.allocations: dict[str, object] = {}
         self.wavelets_sent = 0  # every word put on the fabric
         self.wavelets_delivered = 0
         self.wavelets_dropped = 0  # words that would have left the region

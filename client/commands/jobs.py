@@ -219,7 +219,7 @@ def _queue_priority(items: list[dict[str, Any]], job_id: str) -> dict[str, Any] 
         if str(item.get("id")) == str(job_id):
             for key in ("priority_detail", "priority"):
                 if isinstance(item.get(key), dict):
-                    detail: dict[str, Any] = item[key]
+                    detail: dict[str, object] = item[key]
                     return detail
     return None
 

@@ -153,7 +153,7 @@ def _stream_log_to_stderr(client: SamClient, job_id: str) -> None:
 
 
 def _state_reporter(job_id: str) -> Callable[[dict[str, Any]], None]:
-    last: dict[str, Any] = {}
+    last: dict[str, object] = {}
 
     def report(job: dict[str, Any]) -> None:
         """Print the job's state and step on stderr when either changed since the last poll."""

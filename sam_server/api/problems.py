@@ -17,7 +17,7 @@ PROBLEM_TYPE = "application/problem+json"
 
 def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> JSONResponse:
     """A problem+json response."""
-    body: dict[str, Any] = {"type": PROBLEM_BASE + slug, "title": title, "status": status}
+    body: dict[str, object] = {"type": PROBLEM_BASE + slug, "title": title, "status": status}
     body["detail"] = detail
     body.update({k: v for k, v in extra.items() if v is not None})
     return JSONResponse(body, status_code=status, media_type=PROBLEM_TYPE)

@@ -70,7 +70,7 @@ class ModelSpec(_Strict):
     # unset: a transformers model's main_input_name and `labels`, else positionally.
     inputs: str | None = Field(default=None, pattern=IDENTIFIER)
     targets: str | None = Field(default=None, pattern=IDENTIFIER)
-    kwargs: dict[str, Any] = Field(default_factory=dict)
+    kwargs: dict[str, object] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:

@@ -200,7 +200,7 @@ def requeue_array(
     kind = "admin" if principal.is_admin else "user"
     changed: list[tuple[str, str, str | None]] = []
     if tasks.allowed:
-        values: dict[str, Any] = {"preempt_requested": True}
+        values: dict[str, object] = {"preempt_requested": True}
         if hold_it:
             values["hold"] = kind
         ids = update_many(

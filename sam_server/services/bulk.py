@@ -77,7 +77,7 @@ class Changed:
 def state_values(to: JobState, now: datetime) -> dict[str, object]:
     """The columns `transitions.transition` writes for a move to `to`, as SQL values (the row
     version bumped in SQL, so a worker's compare-and-set on the old version fails)."""
-    values: dict[str, Any] = {"state": to.value, "updated_at": now, "version": Job.version + 1}
+    values: dict[str, object] = {"state": to.value, "updated_at": now, "version": Job.version + 1}
     if to in TERMINAL:
         values["finished_at"] = now
     if to in TERMINAL or to in (JobState.PENDING, JobState.QUEUED):

@@ -92,7 +92,7 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
     steps = max(job.steps_run, 1)
     cycles_per_step = job.total_cycles / steps
     batch = job.batch_size
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "throughput": {
             "steps": job.steps_run,
             "sim_cycles": int(job.total_cycles),
@@ -119,7 +119,7 @@ def report(job: LoadedJob, out_dir: Path) -> dict[str, Any]:
         "heatmap_scales": heatmaps.heatmap_scales(region),
     }
     (out / "report.json").write_text(json.dumps(result, indent=1, default=_json_default))
-    plain: dict[str, Any] = json.loads(json.dumps(result, default=_json_default))
+    plain: dict[str, object] = json.loads(json.dumps(result, default=_json_default))
     return plain
 
 
