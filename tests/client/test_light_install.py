@@ -36,16 +36,17 @@ def test_light_client_installs_alone_and_submits(live_server, people, tmp_path):
     assert "sam-client" in installed and "httpx" in installed
     assert installed & HEAVY == set(), installed
     assert added_mb < MAX_MB, f"the client install added {added_mb:.1f} MB"
-    # Nothing of the server side is importable there; the CLI does not try.
+    # Nothing of the server side is importable there; the CLI does not try. (-I: a PYTHONPATH
+    # that points at the checkout, as the targeted test runs set, must not lend it the server.)
     probe = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import importlib.util as u; print([m for m in "
+        [str(bin_dir / "python"), "-I", "-c", "import importlib.util as u; print([m for m in "
          f"{sorted(HEAVY | {'sam_server', 'sam_worker', 'compiler'})!r} if u.find_spec(m)])"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     assert probe.stdout.strip() == "[]"
     # `from sam import Runner` (docs/runner.md) comes with it and imports no torch.
     runner = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import sys; from sam import Runner; "
+        [str(bin_dir / "python"), "-I", "-c", "import sys; from sam import Runner; "
          "print(Runner.__name__, sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
