@@ -4,7 +4,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing's import is spared on `sam submit`'s path
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Mapping, Sequence
 
 
 class SamClientError(Exception):
@@ -19,7 +19,7 @@ class SamAPIError(SamClientError):
         status: int,
         title: str,
         detail: str = "",
-        errors: list[dict[str, Any]] | None = None,
+        errors: Sequence[Mapping[str, object]] | None = None,
         type: str = "about:blank",
     ) -> None:
         self.status = status

@@ -5,7 +5,7 @@ The docstring of each class is its title; the message tells the user what to do 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 
 class SamError(Exception):
@@ -23,7 +23,9 @@ class SamError(Exception):
         if slug is not None:
             cls.type_slug = slug
 
-    def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, detail: str, *, errors: Sequence[Mapping[str, object]] | None = None
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.errors = errors

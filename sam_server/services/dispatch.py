@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -167,7 +168,7 @@ def charge_usage(session: Session, jobs: list[Any], *, half_life_s: float) -> No
             user.usage_pe_s = update_usage(user.usage_pe_s, user_pes[user.id], elapsed, half_life_s)
 
 
-def store_explanations(session: Session, rows: list[dict[str, Any]]) -> None:
+def store_explanations(session: Session, rows: Sequence[Mapping[str, object]]) -> None:
     """Write `{_id, explain, reason}` rows (why each waiting job waits) in one batched UPDATE,
     no ORM objects loaded."""
     if not rows:
