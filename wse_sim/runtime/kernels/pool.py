@@ -65,8 +65,7 @@ def max_pool2d_with_indices(
     win = windows(_pad_for(x, k, s, p, d, out, -np.inf), k, s, d, out).reshape(
         *x.shape[:2], *out, k[0] * k[1]
     )
-    finite = np.abs(x[np.isfinite(x)])
-    arg = first_near_max(win, -1, float(finite.max()) if finite.size else 0.0)
+    arg = first_near_max(win, -1)
     values = np.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
     rows = np.arange(out[0])[:, None] * s[0] - p[0] + (arg // k[1]) * d[0]
     cols = np.arange(out[1])[None, :] * s[1] - p[1] + (arg % k[1]) * d[1]

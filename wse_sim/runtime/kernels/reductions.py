@@ -52,32 +52,33 @@ def amin(x: np.ndarray, dim: Sequence[int] | None = (), keepdim: bool = False) -
     return np.min(x, axis=_axes(list(dim) if dim is not None else None, x), keepdims=keepdim)
 
 
-# Values within NEAR_TIE_EPS x (the tensor's largest magnitude) of the maximum count as tied: the
-# wafer's arithmetic (another summation order, fp16) moves values by about that much, so an
-# exact tie in eager (two zeros after a ReLU) may arrive as a near-tie; the first wins, as eager's
-# CPU kernels pick the first of a tie.
-NEAR_TIE_EPS = {np.dtype(np.float32): 2.0**-20, np.dtype(np.float16): 2.0**-9}
+# Values within NEAR_TIE_EPS x |the maximum| of the maximum count as tied (a few ulps of the
+# compared values themselves): the wafer's arithmetic (another summation order) can move an exact
+# tie of eager's by that much, and the first wins, as eager's CPU kernels pick the first of a tie.
+# The tolerance is relative to the maximum itself, never to the tensor's largest magnitude: a
+# window of values near 1.3 in a tensor that reaches 5 differs by real amounts (1.7e-6 in
+# GoogLeNet's pools) that a tensor-wide tolerance called ties, routing the gradient away from
+# the maximum eager picks. Exact zeros (ReLU's) reach the wafer exact, so they need no tolerance.
+NEAR_TIE_EPS = {np.dtype(np.float32): 2.0**-21, np.dtype(np.float16): 2.0**-9}
 
 
-def first_near_max(x: np.ndarray, axis: int, scale: float | None = None) -> np.ndarray:
-    """Index along `axis` of the first element within rounding of the maximum (eager's choice
-    on ties); a NaN wins as in eager. `scale`: the magnitude rounding is relative to (default:
-    the largest finite |x|)."""
+def first_near_max(x: np.ndarray, axis: int) -> np.ndarray:
+    """Index along `axis` of the first element within a few ulps of the maximum (eager's choice
+    on ties, see NEAR_TIE_EPS); a NaN wins as in eager."""
     x = np.asarray(x)
     eps = NEAR_TIE_EPS.get(x.dtype)
     if eps is None or x.size == 0:
         return np.asarray(np.argmax(x, axis=axis))
-    if scale is None:
-        finite = np.abs(x[np.isfinite(x)])
-        scale = float(finite.max()) if finite.size else 0.0
     top = np.max(x, axis=axis, keepdims=True)
-    near = (x >= top - eps * scale) | np.isnan(x)
+    with np.errstate(invalid="ignore"):  # a NaN or infinite maximum: ties only exactly
+        tol = np.where(np.isfinite(top), eps * np.abs(top), 0)
+        near = (x >= top - tol) | np.isnan(x)
     return np.asarray(np.argmax(near, axis=axis))
 
 
-def first_near_min(x: np.ndarray, axis: int, scale: float | None = None) -> np.ndarray:
+def first_near_min(x: np.ndarray, axis: int) -> np.ndarray:
     """first_near_max of -x."""
-    return first_near_max(-np.asarray(x), axis, scale)
+    return first_near_max(-np.asarray(x), axis)
 
 
 _ArgExtreme = Callable[..., np.ndarray]

@@ -61,8 +61,6 @@ def adaptive_max_pool2d(x: np.ndarray, output_size: Sequence[int]) -> tuple[np.n
     """(max over each adaptive bin, flat H*W index of the max as int64; the first of values
     tied within rounding, as eager)."""
     x = np.asarray(x)
-    finite = np.abs(x[np.isfinite(x)])
-    scale = float(finite.max()) if finite.size else 0.0
     h, w = x.shape[-2:]
     oh, ow = pair(output_size)
     values = np.empty((*x.shape[:-2], oh, ow), dtype=x.dtype)
@@ -70,7 +68,7 @@ def adaptive_max_pool2d(x: np.ndarray, output_size: Sequence[int]) -> tuple[np.n
     for i, (r0, r1) in enumerate(_bins(h, oh)):
         for j, (c0, c1) in enumerate(_bins(w, ow)):
             patch = x[..., r0:r1, c0:c1].reshape(*x.shape[:-2], -1)
-            arg = first_near_max(patch, -1, scale)
+            arg = first_near_max(patch, -1)
             values[..., i, j] = np.take_along_axis(patch, arg[..., None], axis=-1)[..., 0]
             index[..., i, j] = (r0 + arg // (c1 - c0)) * w + c0 + arg % (c1 - c0)
     return values, index
