@@ -37,6 +37,7 @@ from compiler.sandbox.limits import SandboxLimits
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from compiler.passes.recompute import RecomputeReport
+    from sam_domain.compile import CompileSummary, TraceInfo
     from sam_domain.ir import IrGraph
 
 
@@ -48,7 +49,7 @@ class CompileResult:
     cache_key: str
     cache_hit: bool
     seconds: float
-    summary: dict[str, Any]
+    summary: CompileSummary
 
 
 def compile_job(
@@ -143,7 +144,8 @@ def _hit(entry: dict[str, Any], cache_dir: Path, start: float) -> CompileResult:
     if entry.get("error"):
         raise error_from_dict(entry["error"])
     seconds = time.perf_counter() - start
-    summary = dict(entry.get("summary") or {}, cache_hit=True, seconds=seconds)
+    summary: CompileSummary = entry["summary"].copy()  # every entry but an error's keeps one
+    summary["cache_hit"], summary["seconds"] = True, seconds
     artifact = Path(cache_dir) / entry["artifact"] if entry.get("artifact") else None
     return CompileResult(artifact, entry["cache_key"], True, seconds, summary)
 
@@ -205,7 +207,7 @@ def _compile(
         compile_cache.write_index(
             cache_dir, req_key, {"cache_key": key, "artifact": None, "summary": summary}
         )
-        return CompileResult(None, key, False, seconds, dict(summary, cache_hit=False))
+        return CompileResult(None, key, False, seconds, summary.copy())
     _assign_kernels(graph, plan)
     manifest = build_manifest(spec, plan, graph, arch, region, key, summary)
     from compiler.artifact import write_artifact
@@ -214,9 +216,9 @@ def _compile(
     published = _published(target, key)
     compile_cache.write_index(cache_dir, req_key, published)
     seconds = time.perf_counter() - start
-    return CompileResult(
-        target, key, False, seconds, dict(published["summary"], cache_hit=False, seconds=seconds)
-    )
+    summary = published["summary"].copy()
+    summary["cache_hit"], summary["seconds"] = False, seconds
+    return CompileResult(target, key, False, seconds, summary)
 
 
 def _recomputed(graph: IrGraph, options: PlanOptions) -> tuple[IrGraph, RecomputeReport | None]:
@@ -246,7 +248,7 @@ def _assign_kernels(graph: IrGraph, plan: Any) -> None:
         node["kernel"] = kernel_of.get(node["name"])
 
 
-_TRACES: OrderedDict[str, tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]] = OrderedDict()
+_TRACES: OrderedDict[str, tuple[IrGraph, dict[str, np.ndarray], TraceInfo]] = OrderedDict()
 
 
 def trace_job(
@@ -256,7 +258,7 @@ def trace_job(
     namespace: str | None = None,
     project: Path | None = None,
     datasets: dict[str, Path] | None = None,
-) -> tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[IrGraph, dict[str, np.ndarray], TraceInfo]:
     """(graph, initial tensors, info), traced in a sandbox (`compiler.sandbox.run_trace`).
 
     The last few traces are remembered by a hash of the traced spec sections and files, so
@@ -269,9 +271,9 @@ def trace_job(
     if key in _TRACES:
         _TRACES.move_to_end(key)
         graph, tensors, info = _TRACES[key]
-        return copy.deepcopy(graph), tensors, dict(info)
+        return copy.deepcopy(graph), tensors, info.copy()
     graph, tensors, info = _trace_uncached(spec, files, limits, project, datasets)
-    _TRACES[key] = (copy.deepcopy(graph), tensors, dict(info))
+    _TRACES[key] = (copy.deepcopy(graph), tensors, info.copy())
     while len(_TRACES) > 8:
         _TRACES.popitem(last=False)
     return graph, tensors, info
@@ -283,10 +285,10 @@ def _trace_uncached(
     limits: SandboxLimits | None,
     project: Path | None = None,
     datasets: dict[str, Path] | None = None,
-) -> tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[IrGraph, dict[str, np.ndarray], TraceInfo]:
     from compiler.sandbox import run_trace
 
-    traced: tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]] = run_trace(
+    traced: tuple[IrGraph, dict[str, np.ndarray], TraceInfo] = run_trace(
         spec, files, limits, project=project, datasets=datasets
     )
     return traced

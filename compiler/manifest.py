@@ -12,6 +12,7 @@ from compiler.step_options import LossScaleConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_domain.compile import CompileSummary, KernelSummary, TraceInfo
     from sam_domain.ir import IrGraph, IrInput
 
 
@@ -22,10 +23,11 @@ def build_summary(
     region: tuple[int, int],
     key: str,
     seconds: float,
-    trace_info: dict[str, Any],
-) -> dict[str, object]:
-    """JSON-able compile summary: kernels (rects, FLOPs, memory), memory, cycles, timing."""
-    kernels = [
+    trace: TraceInfo,
+) -> CompileSummary:
+    """JSON-able compile summary: kernels (rects, FLOPs, memory), memory, cycles, timing, and
+    the trace's part (where the user's code ran)."""
+    kernels: list[KernelSummary] = [
         {
             "id": p.kernel.id,
             "op": p.kernel.op,
@@ -70,7 +72,8 @@ def build_summary(
         },
         "compile_seconds": round(seconds, 4),
         "cache_hit": False,
-        **trace_info,
+        "sandboxed": trace["sandboxed"],
+        "network_isolation": trace["network_isolation"],
     }
 
 
@@ -88,7 +91,7 @@ def build_manifest(
     arch: ArchInfo,
     region: tuple[int, int],
     key: str,
-    summary: dict[str, Any],
+    summary: CompileSummary,
 ) -> dict[str, object]:
     """manifest.json of `compiler.artifact`."""
     kernels = []

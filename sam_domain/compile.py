@@ -1,4 +1,5 @@
-"""What a compile depends on (one `CompileKey`) and what it gives back (`CompiledArtifact`).
+"""What a compile depends on (one `CompileKey`) and what it gives back (`CompiledArtifact`, whose
+`CompileSummary` is the JSON SAM stores with the job and returns as the report's `compile`).
 
 The server hashes a `CompileKey` to know which queued jobs can share one artifact
 (`Job.compile_hash`); the compiler's cache keys its request index on the same spec sections
@@ -11,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from sam_domain.json_value import JsonValue
 
@@ -70,6 +71,86 @@ class CompileKey:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
+class TraceInfo(TypedDict):
+    """What the trace reports about where the user's code ran (`compiler.sandbox.run_trace`):
+    always in a sandbox, cut off from the network. Its keys sit at the top of the summary."""
+
+    sandboxed: bool
+    network_isolation: str
+
+
+class SummaryRegion(TypedDict):
+    rows: int
+    cols: int
+
+
+class KernelSummary(TypedDict):
+    """One kernel of the plan: its rect on the region (null for validate_only), FLOPs, how many
+    graph nodes it fuses, its bytes per PE by category and its estimated cycles."""
+
+    id: str
+    op: str
+    rect: list[int] | None
+    flops: int
+    nodes: int
+    memory_per_pe: dict[str, int]
+    est_cycles: int
+
+
+class MemorySummary(TypedDict):
+    """The peak kernel's bytes per PE against the limit (the SRAM less the reserve)."""
+
+    peak_bytes_per_pe: int
+    limit_bytes_per_pe: int
+    sram_bytes_per_pe: int
+    reserve_bytes_per_pe: int
+    peak_kernel: str
+    by_category: dict[str, int]
+
+
+class StreamingSummary(TypedDict):
+    enabled: bool
+    streamed_bytes_per_step: int
+    host_cycles_per_step: int
+
+
+class OffloadSummary(TypedDict):
+    host_bytes_per_step: int
+    host_cycles_per_step: int
+
+
+class CompileSummary(TraceInfo):
+    """The compiler's summary of one compile (`compiler.manifest.build_summary`), as SAM stores
+    it with the job (`Job.compile_summary`, capped by `services.bounds.cap_json`) and the API
+    returns it (`GET /jobs/{id}/report`'s `compile`). The trace's `TraceInfo` is its own part,
+    spread at the top level as it always was; the optional keys are added on the way: the
+    activation sections by options that asked for them, `seconds` by a finished compile or a
+    cache hit, `artifact_sha256` once published, `artifact_path` by the compile worker."""
+
+    cache_key: str
+    arch: str
+    region: SummaryRegion
+    execution_mode: Literal["weight_streaming", "pipelined"]
+    kernels: list[KernelSummary]
+    num_kernels: int
+    num_nodes: int
+    num_params: int
+    memory: MemorySummary
+    estimated_cycles_per_step: int
+    estimated_seconds_per_step: float
+    flops_per_step: int
+    weight_streaming: StreamingSummary
+    wirelength_hops: int
+    optimizer_offload: OffloadSummary
+    compile_seconds: float
+    cache_hit: bool
+    activation_recomputation: NotRequired[dict[str, int]]
+    activation_budget: NotRequired[dict[str, object]]
+    seconds: NotRequired[float]
+    artifact_sha256: NotRequired[str]
+    artifact_path: NotRequired[str | None]
+
+
 @dataclass(frozen=True)
 class CompiledArtifact:
     """A finished compile as the compile worker reports it to the services (or as a reused
@@ -80,4 +161,4 @@ class CompiledArtifact:
     cache_key: str
     cache_hit: bool
     seconds: float
-    summary: dict[str, Any] | None = field(default=None)
+    summary: CompileSummary | None = field(default=None)

@@ -76,7 +76,7 @@ def run_compile(
     artifact = None
     if result.artifact_dir is not None:
         artifact = str(Path(result.artifact_dir).resolve().relative_to(root))
-    summary = dict(result.summary or {})
+    summary = result.summary.copy()
     summary["artifact_path"] = artifact
     return CompiledArtifact(
         artifact or result.cache_key, bool(result.cache_hit), float(result.seconds), summary

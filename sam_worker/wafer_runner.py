@@ -213,7 +213,7 @@ def _artifact_for_region(
     log.info(
         "job %s: artifact for its %dx%d region: %s", claim.job_id, rows, cols, result.cache_key
     )
-    digest = (result.summary or {}).get("artifact_sha256")
+    digest = result.summary.get("artifact_sha256") if result.summary else None
     return replace(claim, compile_key=result.cache_key, artifact_digest=digest), None
 
 

@@ -15,6 +15,7 @@ from compiler.sandbox.runner import MAX_GRAPH_BYTES, check_npz, read_bounded, ru
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_domain.compile import TraceInfo
     from sam_domain.ir import IrGraph
 
 _NUMPY_OF_IR = {"float32": "float32", "float16": "float16", "int64": "int64", "int32": "int32"}
@@ -31,7 +32,7 @@ def run_trace(
     *,
     project: Path | None = None,
     datasets: dict[str, Path] | None = None,
-) -> tuple[IrGraph, dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[IrGraph, dict[str, np.ndarray], TraceInfo]:
     """(graph, initial tensors, info) of the spec's model (built-in or uploaded), traced in a
     sandbox (with the job's `project` folder at /job/src, and the `datasets` a runner job's
     script reads at /datasets/NAME); raises ModelError (or what the trace
@@ -46,7 +47,8 @@ def run_trace(
     traced = run_task("trace", payload, files, limits, collect, project=project, datasets=datasets)
     assert isinstance(traced, tuple)
     graph, tensors = traced
-    return graph, tensors, {"sandboxed": True, "network_isolation": "netns+seccomp"}
+    info: TraceInfo = {"sandboxed": True, "network_isolation": "netns+seccomp"}
+    return graph, tensors, info
 
 
 def _load_graph(path: Path) -> IrGraph:

@@ -8,7 +8,7 @@ its head and says how much was cut, so the cut is never silent.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 MAX_TEXT_BYTES = 64 * 1024  # an error message or one log line, stored and returned in full
 SUMMARY_BYTES = 512  # an error message inside a listing (GET /jobs, /queue)
@@ -37,13 +37,15 @@ def cap_error(error: tuple[str, str] | None) -> tuple[str, str] | None:
 MAX_SUMMARY_BYTES = 256 * 1024  # a compile summary: a few KiB normally
 
 
-def cap_json(value: dict[str, Any] | None, limit: int = MAX_SUMMARY_BYTES) -> dict[str, Any] | None:
+def cap_json(
+    value: Mapping[str, object] | None, limit: int = MAX_SUMMARY_BYTES
+) -> dict[str, object] | None:
     """`value` if its JSON fits `limit` bytes, else a small stand-in that says it was dropped
     (a summary carries values the sandboxed trace reported, which tenant code can inflate)."""
     if value is None:
         return None
     size = len(json.dumps(value, default=str).encode())
     if size <= limit:
-        return value
+        return dict(value)
     keep = {k: v for k, v in value.items() if k in ("artifact_path", "artifact_sha256")}
     return dict(keep, cut=f"the compile summary was {size} bytes, over {limit}; dropped")

@@ -7,6 +7,7 @@ before it writes: a duplicate or stale message changes nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -173,6 +174,17 @@ def _owned(session: Session, job_id: str, owner: str) -> Job | None:
     return job
 
 
+@dataclass(frozen=True)
+class StoredCompile:
+    """A compile as the database keeps it, which a job reusing its artifact copies: its summary
+    is the stored JSON, which may be `cap_json`'s stand-in rather than a `CompileSummary`."""
+
+    cache_key: str
+    cache_hit: bool
+    seconds: float
+    summary: Mapping[str, object] | None
+
+
 def finish_compile(
     session: Session,
     *,
@@ -198,7 +210,7 @@ def finish_compile(
     return job.state
 
 
-def _record_compile(session: Session, job: Job, result: CompiledArtifact) -> None:
+def _record_compile(session: Session, job: Job, result: CompiledArtifact | StoredCompile) -> None:
     job.compile_key = result.cache_key
     job.compile_cache_hit = result.cache_hit
     job.compile_seconds = result.seconds
@@ -214,16 +226,17 @@ def _record_compile(session: Session, job: Job, result: CompiledArtifact) -> Non
 
 
 def reuse_artifact(
-    session: Session, job: Job, *, artifact: str, summary: dict[str, Any] | None
+    session: Session, job: Job, *, artifact: str, summary: Mapping[str, object] | None
 ) -> None:
     """A queued job whose compile inputs match an earlier successful compile takes its
-    content-addressed artifact at once, with no trip through a compile server."""
+    content-addressed artifact at once, with no trip through a compile server, and a copy of
+    the summary stored with that compile (as stored: it may be `cap_json`'s stand-in)."""
     transition(session, job, JobState.COMPILING, reason="identical compile already done")
-    _record_compile(session, job, CompiledArtifact(artifact, True, 0.0, summary))
+    _record_compile(session, job, StoredCompile(artifact, True, 0.0, summary))
 
 
 def reuse_artifacts(
-    session: Session, job_ids: list[str], *, artifact: str, summary: dict[str, Any] | None
+    session: Session, job_ids: list[str], *, artifact: str, summary: Mapping[str, object] | None
 ) -> list[str]:
     """`reuse_artifact` for many queued jobs of one compile hash, set-based in the caller's
     transaction; returns the ids that took it (a job no longer queued, or being cancelled, is
