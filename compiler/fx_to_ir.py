@@ -155,6 +155,16 @@ def _storage_order_views(gm: torch.fx.GraphModule) -> None:
             view = gm.graph.call_function(torch.ops.aten.permute.default, (source, order))
         view.meta = {**source.meta, "val": permuted}
         node.args = (view, *node.args[1:])
+        if target_name(node.target) == "aten.as_strided_scatter.default":
+            # the scatter's result has its input's shape: the permuted one, which the inverse
+            # permute turns back into the shape eager's result has (RecurrentGemma's scan
+            # writing a step into a transposed buffer)
+            inverse = sorted(range(len(order)), key=lambda d: order[d])
+            with gm.graph.inserting_after(node):
+                back = gm.graph.call_function(torch.ops.aten.permute.default, (node, inverse))
+            node.replace_all_uses_with(back, delete_user_cb=lambda user, b=back: user is not b)
+            back.meta = {**node.meta}
+            node.meta = {**node.meta, "val": permuted.clone()}
 
 
 def _rebase_as_strided(node: torch.fx.Node, args: list[Any], kwargs: dict[str, Any]) -> str | None:

@@ -62,3 +62,21 @@ def test_an_in_place_update_of_a_transposed_product_matches_eager() -> None:
 
     x = torch.randn(8, 10, generator=torch.Generator().manual_seed(0))
     np.testing.assert_allclose(_on_wafer(step, x), step(x).numpy(), rtol=1e-6)
+
+
+def test_a_scan_written_into_a_buffer_laid_out_like_a_transpose_matches_eager() -> None:
+    # RecurrentGemma's scan: zeros_like of a transposed product keeps its strides, and the
+    # backward of each step written into it is an as_strided_scatter of that layout, whose
+    # result has the buffer's shape (it had the permuted one: the artifact check refused it)
+    def scan(x: torch.Tensor) -> torch.Tensor:
+        h = x.view(4, 6, 5).transpose(1, 2) * 1  # [4, 5, 6], strides (30, 1, 5)
+        out = torch.zeros_like(h)
+        state = torch.zeros(4, 6)
+        for t in range(h.shape[1]):
+            state = 0.5 * state + h[:, t]
+            out[:, t] = state
+        return (out * torch.arange(6.0)).sum()
+
+    x = torch.randn(4, 30, generator=torch.Generator().manual_seed(0))
+    want = torch.func.grad(scan)(x).numpy()
+    np.testing.assert_allclose(_on_wafer(torch.func.grad(scan), x), want, rtol=1e-6)
