@@ -175,4 +175,8 @@ def _static_graph_tracing() -> Iterator[None]:
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A state tensor as numpy; bfloat16 (which numpy lacks, RecurrentGemma's `normalizer`
+    buffer) as its exact float32 values, the form the runtime holds bfloat16 in."""
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
     return tensor.detach().cpu().numpy().copy()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sam_domain.ir import IrGraph
 
 _NUMPY_OF_IR = {"float32": "float32", "float16": "float16", "int64": "int64", "int32": "int32"}
-_NUMPY_OF_IR.update(bool="bool")
+_NUMPY_OF_IR.update(bool="bool", bfloat16="float32")  # numpy has no bfloat16 (frontend._to_numpy)
 # every input the trace gives an initial value for: all but the batch (grad_acc/micro come with
 # micro-batching, see compiler.ir)
 _TENSOR_ROLES = tuple(r for r in INPUT_ROLES if r not in ("input", "target"))
