@@ -23,8 +23,8 @@ from tests.zoo.harness import (
 
 torch.set_num_threads(1)
 # a torchvision class (Swin's torch.roll), a transformers causal LM given input_ids and labels
-# (train.loss: model), a timm class
-FAST = ("tv_swin", "gemma", "timm_convmixer")
+# (train.loss: model), a timm class, and nn.LSTM (timm's Sequencer2D)
+FAST = ("tv_swin", "gemma", "timm_convmixer", "timm_sequencer")
 _CACHE = Path(tempfile.mkdtemp(prefix="sam-unseen-tests-"))
 
 
