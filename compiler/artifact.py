@@ -46,6 +46,7 @@ from compiler.ir import canonical_json, validate_graph
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_domain.compile import Manifest
     from sam_domain.ir import IrGraph
 
 FORMAT = "sam-artifact/1"
@@ -83,7 +84,7 @@ def load_artifact(path: Path | str, *, expected_digest: str | None = None) -> Ar
 
 
 def write_artifact(
-    final_dir: Path, manifest: dict[str, Any], graph: IrGraph, tensors: dict[str, np.ndarray]
+    final_dir: Path, manifest: Manifest, graph: IrGraph, tensors: dict[str, np.ndarray]
 ) -> Path:
     """Write atomically: build in a temp dir beside `final_dir`, then rename into place.
 
@@ -108,11 +109,11 @@ def write_artifact(
 
 
 def _write_files(
-    root: Path, manifest: dict[str, Any], graph: IrGraph, tensors: dict[str, np.ndarray]
+    root: Path, manifest: Manifest, graph: IrGraph, tensors: dict[str, np.ndarray]
 ) -> None:
     (root / "program").mkdir()
     nodes = {n["name"]: n for n in graph["nodes"]}
-    for kernel in manifest.get("kernels", []):
+    for kernel in manifest["kernels"]:
         program = {
             "kernel": kernel["id"],
             "op": kernel["op"],
@@ -126,5 +127,6 @@ def _write_files(
     np.savez(root / "init.npz", **{k: np.asarray(v, order="C") for k, v in tensors.items()})  # type: ignore[arg-type]
     # The manifest is written last: its presence marks a complete artifact. It lists every
     # other file's hash, so a file changed later is caught on load (compiler.integrity).
-    manifest = dict(manifest, files=hash_files(root))
-    (root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    written = manifest.copy()
+    written["files"] = hash_files(root)
+    (root / "manifest.json").write_text(json.dumps(written, indent=1, sort_keys=True))

@@ -199,10 +199,9 @@ def _compile(
     if recomputed is not None:
         summary["activation_recomputation"] = recomputed.to_summary()
     if budget is not None:
-        summary["activation_budget"] = dict(
-            budget.to_summary(),
-            cycles_per_micro_batch=plan.cycles_per_step // budget.micro_batches,
-        )
+        section = budget.to_summary()
+        section["cycles_per_micro_batch"] = plan.cycles_per_step // budget.micro_batches
+        summary["activation_budget"] = section
     if validate:
         compile_cache.write_index(
             cache_dir, req_key, {"cache_key": key, "artifact": None, "summary": summary}

@@ -12,8 +12,14 @@ from compiler.step_options import LossScaleConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sam_domain.compile import CompileSummary, KernelSummary, TraceInfo
-    from sam_domain.ir import IrGraph, IrInput
+    from sam_domain.compile import (
+        CompileSummary,
+        KernelSummary,
+        Manifest,
+        MemoryMapEntry,
+        TraceInfo,
+    )
+    from sam_domain.ir import IrGraph, IrInput, ManifestKernel
 
 
 def build_summary(
@@ -92,10 +98,10 @@ def build_manifest(
     region: tuple[int, int],
     key: str,
     summary: CompileSummary,
-) -> dict[str, object]:
+) -> Manifest:
     """manifest.json of `compiler.artifact`."""
-    kernels = []
-    memory_map: dict[str, list[dict[str, Any]]] = {}
+    kernels: list[ManifestKernel] = []
+    memory_map: dict[str, list[MemoryMapEntry]] = {}
     for p in plan.kernels:
         kernels.append(
             {
@@ -142,11 +148,11 @@ def build_manifest(
     }
 
 
-def _memory_map(planned: Any, streaming: bool) -> list[dict[str, object]]:
+def _memory_map(planned: Any, streaming: bool) -> list[MemoryMapEntry]:
     """Symbol -> offset and bytes per PE inside the kernel's rect (after the reserve)."""
     area = planned.rect[2] * planned.rect[3]
     offset = planned.per_pe.get("reserve", 0)
-    entries = []
+    entries: list[MemoryMapEntry] = []
     for symbol, category, size in planned.memory.symbols:
         if streaming and category == "optimizer":
             continue

@@ -20,6 +20,7 @@ from compiler.plan_options import PlanOptions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_domain.compile import BudgetSummary
     from sam_domain.ir import IrGraph
 
 
@@ -33,7 +34,7 @@ class MicroBatchDecision:
     micro_batches: int
     batch_size: int
 
-    def to_summary(self) -> dict[str, object]:
+    def to_summary(self) -> BudgetSummary:
         """The summary's `activation_budget` section."""
         return {
             "budget_bytes": self.budget_bytes,

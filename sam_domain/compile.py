@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NotRequired, TypedDict
 
+from sam_domain.ir import IrInput, IrOutput, ManifestKernel
 from sam_domain.json_value import JsonValue
 
 COMPILE_SECTIONS = ("model", "data", "train", "compile_options")
@@ -119,6 +120,26 @@ class OffloadSummary(TypedDict):
     host_cycles_per_step: int
 
 
+class RecomputeSummary(TypedDict):
+    """`activation_recomputation`: what the recompute pass did (compiler.passes.recompute)."""
+
+    recomputed_values: int
+    stashed_bytes_freed: int
+    copied_nodes: int
+
+
+class BudgetSummary(TypedDict):
+    """`activation_budget`: how the batch was cut to fit the budget (compiler.micro_batching)."""
+
+    budget_bytes: int
+    strategy: Literal["micro_batching", "none"]
+    micro_batches: int
+    micro_batch_size: int
+    activation_bytes: int
+    full_batch_activation_bytes: int
+    cycles_per_micro_batch: NotRequired[int]  # added by the driver once the plan is known
+
+
 class CompileSummary(TraceInfo):
     """The compiler's summary of one compile (`compiler.manifest.build_summary`), as SAM stores
     it with the job (`Job.compile_summary`, capped by `services.bounds.cap_json`) and the API
@@ -144,11 +165,52 @@ class CompileSummary(TraceInfo):
     optimizer_offload: OffloadSummary
     compile_seconds: float
     cache_hit: bool
-    activation_recomputation: NotRequired[dict[str, int]]
-    activation_budget: NotRequired[dict[str, object]]
+    activation_recomputation: NotRequired[RecomputeSummary]
+    activation_budget: NotRequired[BudgetSummary]
     seconds: NotRequired[float]
     artifact_sha256: NotRequired[str]
     artifact_path: NotRequired[str | None]
+
+
+class MemoryMapEntry(TypedDict):
+    """Where one symbol lives in each PE of its kernel's rect (after the reserve)."""
+
+    symbol: str
+    category: str
+    offset: int
+    bytes_per_pe: int
+
+
+class Manifest(TypedDict):
+    """An artifact's manifest.json as the compiler writes it (`compiler.manifest.build_manifest`;
+    `compiler.artifact` adds `files`, every other file's SHA-256, when it writes it)."""
+
+    format: str
+    compiler_version: str
+    torch_version: str
+    cache_key: str
+    arch: str
+    region: SummaryRegion
+    execution_mode: Literal["weight_streaming", "pipelined"]
+    fp16: bool
+    optimizer_state_offload: bool
+    micro_batches: int
+    loss_scaling: bool
+    batch_size: int
+    kernels: list[ManifestKernel]
+    memory: MemorySummary
+    memory_map: dict[str, list[MemoryMapEntry]]
+    estimated_cycles_per_step: int
+    flops_per_step: int
+    weight_streaming: StreamingSummary
+    inputs: list[IrInput]
+    outputs: list[IrOutput]
+    model: JsonValue
+    data: JsonValue
+    train: JsonValue
+    run_options: JsonValue
+    summary: CompileSummary
+    files: NotRequired[dict[str, str]]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from compiler.passes.fusion import fuse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_domain.compile import RecomputeSummary
     from sam_domain.ir import IrGraph, IrNode
     from sam_domain.json_value import JsonValue
 
@@ -46,7 +47,7 @@ class RecomputeReport:
     stashed_bytes: int  # their bytes (no longer kept between forward and backward)
     copied_nodes: int  # forward nodes copied into backward kernels
 
-    def to_summary(self) -> dict[str, int]:
+    def to_summary(self) -> RecomputeSummary:
         """The summary's `activation_recomputation` section."""
         return {
             "recomputed_values": self.values,

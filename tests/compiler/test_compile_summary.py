@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compiler import compile_job, load_artifact
-from sam_domain.compile import CompileSummary, TraceInfo
+from sam_domain.compile import CompileSummary, Manifest, TraceInfo
 from sam_server.services.bounds import cap_json
 from tests.compiler.conftest import make_spec
 from tests.compiler.test_compile_job import SMALL_MLP
@@ -89,5 +89,6 @@ def test_cache_hit_and_manifest_carry_the_same_summary(
         k: v for k, v in summary.items() if k not in timings
     }
     manifest = load_artifact(hit.artifact_dir).manifest
+    assert set(manifest) == set(Manifest.__annotations__)  # what is written is what is typed
     stored = dict(manifest["summary"], artifact_sha256=summary["artifact_sha256"])
     assert stored == {k: v for k, v in summary.items() if k != "seconds"}
