@@ -98,6 +98,7 @@ def main() -> None:
         "not_matching": {
             r.name: f"{r.verdict}: max rel err {r.max_rel_error:.1e}, buffers "
             f"{r.buffer_rel_error:.1e} (torch fp32 vs fp64 {r.reference_fp64_rel_error:.1e}, "
+            f"buffers {r.buffer_fp64_rel_error:.1e}; "
             f"training moves the losses by {r.training_effect:.1e})"
             if r.verdict == "mismatch"
             else r.message[:200]
@@ -114,6 +115,7 @@ def main() -> None:
                 "max_rel_error": r.max_rel_error,
                 "buffer_rel_error": r.buffer_rel_error,
                 "torch_fp32_vs_fp64": r.reference_fp64_rel_error,
+                "torch_fp32_vs_fp64_buffers": r.buffer_fp64_rel_error,
                 "sim_vs_fp64": r.sim_fp64_rel_error,
                 "training_effect": r.training_effect,
             }
