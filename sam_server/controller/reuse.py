@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sam_domain.json_value import JsonObject
 from sam_server.db.models import Job
 from sam_server.db.types import utcnow
 from sam_server.services.lifecycle import reuse_artifacts
@@ -42,7 +43,7 @@ def reuse_compiled(session: Session, jobs: list[Any], *, limit: int = 2000) -> i
     if not queued:
         return 0
     hashes = {j.compile_hash for j in queued} - without
-    known: dict[str, tuple[str, dict | None]] = {}  # type: ignore[type-arg]
+    known: dict[str, tuple[str, JsonObject | None]] = {}  # hash -> artifact, stored summary
     rows = (
         session.execute(
             select(Job.compile_hash, Job.compile_key, Job.compile_summary).where(
@@ -53,7 +54,8 @@ def reuse_compiled(session: Session, jobs: list[Any], *, limit: int = 2000) -> i
         else ()
     )
     for digest, key, summary in rows:
-        known.setdefault(digest, (key, summary))
+        if digest and key:  # as the query selects them
+            known.setdefault(digest, (key, summary))
     without |= hashes - set(known)
     reused = 0
     batch = [j for j in queued if j.compile_hash in known][:limit]

@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from sam_domain.json_value import JsonObject
 from sam_server.db.types import utcnow
 from sam_server.states import JobState
 
@@ -143,7 +144,7 @@ class Job(Base):
     compile_key: Mapped[str | None] = mapped_column(String(128))
     compile_cache_hit: Mapped[bool | None] = mapped_column(Boolean)
     compile_seconds: Mapped[float | None] = mapped_column(Float)
-    compile_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    compile_summary: Mapped[JsonObject | None] = mapped_column(JSON)  # cap_json's
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     checkpoint_step: Mapped[int | None] = mapped_column(Integer)
     # The SHA-256 of that checkpoint's .npz, as the worker that wrote it recorded it: a resume

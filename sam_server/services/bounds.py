@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from sam_domain.json_value import JsonObject
+
 MAX_TEXT_BYTES = 64 * 1024  # an error message or one log line, stored and returned in full
 SUMMARY_BYTES = 512  # an error message inside a listing (GET /jobs, /queue)
 LOG_ERROR_BYTES = 2048  # the copy of a failure's text in the job's log
@@ -39,13 +41,20 @@ MAX_SUMMARY_BYTES = 256 * 1024  # a compile summary: a few KiB normally
 
 def cap_json(
     value: Mapping[str, object] | None, limit: int = MAX_SUMMARY_BYTES
-) -> dict[str, object] | None:
-    """`value` if its JSON fits `limit` bytes, else a small stand-in that says it was dropped
-    (a summary carries values the sandboxed trace reported, which tenant code can inflate)."""
+) -> JsonObject | None:
+    """`value` as the JSON column stores it if that fits `limit` bytes, else a small stand-in
+    that says it was dropped (a summary carries values the sandboxed trace reported, which tenant
+    code can inflate)."""
     if value is None:
         return None
-    size = len(json.dumps(value, default=str).encode())
+    text = json.dumps(value, default=str)
+    size = len(text.encode())
     if size <= limit:
-        return dict(value)
-    keep = {k: v for k, v in value.items() if k in ("artifact_path", "artifact_sha256")}
+        stored: JsonObject = json.loads(text)
+        return stored
+    keep: JsonObject = {
+        k: v
+        for k, v in value.items()
+        if k in ("artifact_path", "artifact_sha256") and (v is None or isinstance(v, str))
+    }
     return dict(keep, cut=f"the compile summary was {size} bytes, over {limit}; dropped")

@@ -16,6 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sam_domain.compile import CompiledArtifact
+from sam_domain.json_value import JsonObject
 from sam_server.db.models import CompileServer, Job, JobAttempt, JobLog, JobMetric, Wafer
 from sam_server.db.types import as_utc, utcnow
 from sam_server.errors import InvalidTransition
@@ -69,7 +70,7 @@ def _claim_of(job: Job, session: Session) -> Claim:
         job.time_limit_s,
         job.total_steps,
         job.tenant_id,
-        (job.compile_summary or {}).get("artifact_sha256"),
+        _artifact_digest(job.compile_summary),
         job.checkpoint_step,
         job.checkpoint_sha256,
         job.tenant.name,
@@ -172,6 +173,12 @@ def _owned(session: Session, job_id: str, owner: str) -> Job | None:
     if job is None or job.lease_owner != owner:
         return None
     return job
+
+
+def _artifact_digest(summary: JsonObject | None) -> str | None:
+    """The artifact's digest its compile recorded (`CompileSummary.artifact_sha256`)."""
+    digest = (summary or {}).get("artifact_sha256")
+    return digest if isinstance(digest, str) else None
 
 
 @dataclass(frozen=True)
