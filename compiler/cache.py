@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from sam_domain.compile import compile_sections
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from sam_domain.compile import CompileSummary
     from sam_domain.ir import IrGraph
 
 
@@ -166,22 +167,32 @@ def artifact_dir(cache_dir: Path, key: str) -> Path:
     return Path(cache_dir) / "artifacts" / key
 
 
-def read_index(cache_dir: Path, req_key: str) -> dict[str, Any] | None:
+class IndexEntry(TypedDict, total=False):
+    """A request key's index entry: what its compile gave (the content key, the artifact's path
+    under the cache, None for validate_only, its digest and the summary), or the error of a
+    deterministic verdict (unsupported_op, compile_oom), cached so a resubmit fails at once."""
+
+    cache_key: str
+    artifact: str | None
+    summary: CompileSummary
+    digest: str
+    error: dict[str, Any]  # CompileError.to_dict()
+
+
+def read_index(cache_dir: Path, req_key: str) -> IndexEntry | None:
     """The index entry of a request key, if it exists and its artifact is complete."""
     path = Path(cache_dir) / "index" / f"{req_key}.json"
     try:
-        entry: dict[str, Any] = json.loads(path.read_text())
+        entry: IndexEntry = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if (
-        entry.get("artifact")
-        and not (Path(cache_dir) / entry["artifact"] / "manifest.json").exists()
-    ):
+    artifact = entry.get("artifact")
+    if artifact and not (Path(cache_dir) / artifact / "manifest.json").exists():
         return None
     return entry
 
 
-def write_index(cache_dir: Path, req_key: str, entry: dict[str, Any]) -> None:
+def write_index(cache_dir: Path, req_key: str, entry: IndexEntry) -> None:
     """Atomically publish an index entry."""
     directory = Path(cache_dir) / "index"
     directory.mkdir(parents=True, exist_ok=True)

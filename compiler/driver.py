@@ -36,6 +36,7 @@ from compiler.sandbox.limits import SandboxLimits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from compiler.cache import IndexEntry
     from compiler.passes.recompute import RecomputeReport
     from sam_domain.compile import CompileSummary, TraceInfo
     from sam_domain.ir import IrGraph
@@ -126,12 +127,13 @@ def _arch_name(spec: dict[str, Any], arch: str | None) -> str:
         raise InvalidSpec(str(exc)) from exc
 
 
-def _intact(entry: dict[str, Any], cache_dir: Path) -> bool:
+def _intact(entry: IndexEntry, cache_dir: Path) -> bool:
     """Whether a cache entry's artifact (if any) still matches its hashes; a corrupt one is
     set aside so that it is rebuilt."""
-    if not entry.get("artifact"):
+    artifact = entry.get("artifact")
+    if not artifact:
         return True
-    target = Path(cache_dir) / entry["artifact"]
+    target = Path(cache_dir) / artifact
     try:
         verify_artifact(target, entry.get("digest"))
     except ArtifactCorrupt:
@@ -140,14 +142,15 @@ def _intact(entry: dict[str, Any], cache_dir: Path) -> bool:
     return True
 
 
-def _hit(entry: dict[str, Any], cache_dir: Path, start: float) -> CompileResult:
+def _hit(entry: IndexEntry, cache_dir: Path, start: float) -> CompileResult:
     if entry.get("error"):
         raise error_from_dict(entry["error"])
     seconds = time.perf_counter() - start
     summary: CompileSummary = entry["summary"].copy()  # every entry but an error's keeps one
     summary["cache_hit"], summary["seconds"] = True, seconds
-    artifact = Path(cache_dir) / entry["artifact"] if entry.get("artifact") else None
-    return CompileResult(artifact, entry["cache_key"], True, seconds, summary)
+    artifact = entry.get("artifact")
+    target = Path(cache_dir) / artifact if artifact else None
+    return CompileResult(target, entry["cache_key"], True, seconds, summary)
 
 
 def _compile(
@@ -230,14 +233,14 @@ def _recomputed(graph: IrGraph, options: PlanOptions) -> tuple[IrGraph, Recomput
     return recompute_activations(graph)
 
 
-def _published(target: Path, key: str) -> dict[str, Any]:
+def _published(target: Path, key: str) -> IndexEntry:
     """The index entry of a published artifact: its summary and its digest (also kept in the
     summary, which SAM stores with the job, so a wafer worker can check what it loads)."""
     import json
 
     digest = artifact_digest(target)
-    summary = json.loads((target / "manifest.json").read_text()).get("summary", {})
-    summary = dict(summary, artifact_sha256=digest)
+    summary: CompileSummary = json.loads((target / "manifest.json").read_text()).get("summary", {})
+    summary["artifact_sha256"] = digest
     return {"cache_key": key, "artifact": f"artifacts/{key}", "summary": summary, "digest": digest}
 
 
