@@ -42,9 +42,11 @@ if TYPE_CHECKING:
     from sam_domain.ir import IrGraph
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompileResult:
-    """What a compile produced. artifact_dir is None for validate_only."""
+    """What a compile produced, as `compile_job` returns it: the artifact (None for
+    validate_only), its content key, whether the cache had it, the seconds it took and its
+    typed summary (the compile worker hands it on as a `sam_domain.compile.CompiledArtifact`)."""
 
     artifact_dir: Path | None
     cache_key: str
