@@ -24,12 +24,15 @@ from compiler.frontend import TracedStep
 from compiler.manifest import build_manifest, build_summary
 from compiler.planner import compile_options, plan_compile
 from compiler.step_capture import DataDependentStep, capture_train_step
+from sam_domain.compile import TraceInfo
 from tests.compiler.conftest import make_spec
 from tests.compiler.wafer_runner import wafer_steps
 from wse_sim import Wafer
 
 STEPS = 5
 BATCH = 6
+# The capture here runs in the test's own process, not in a sandbox.
+TRACE: TraceInfo = {"sandboxed": False, "network_isolation": "none"}
 
 TRAIN_PY = """\
 import torch
@@ -211,7 +214,7 @@ def compiled_steps(
     spec = make_spec("mlp", data={"batch_size": BATCH})
     graph, tensors = traced.graph, traced.tensors
     plan = plan_compile(graph, compile_options(spec), arch, region)
-    summary = build_summary(plan, graph, arch, region, "captured", 0.0, {})
+    summary = build_summary(plan, graph, arch, region, "captured", 0.0, TRACE)
     kernel_of = {n: p.kernel.id for p in plan.kernels for n in p.kernel.nodes}
     for node in graph["nodes"]:
         node["kernel"] = kernel_of.get(node["name"])
