@@ -36,12 +36,12 @@ up: install
 	scripts/system-deps
 	$(BIN)/sam up
 
-# TEST_WORKERS=3 runs the suite on three worker processes (pytest-xdist): much of its time is
-# spent waiting on live servers, clusters and sandboxes, so three workers beat the two cores'
-# worth. Tests that share a module-scoped fixture (a live cluster) stay together on one worker:
-# tests/conftest.py groups them for --dist loadgroup. 0 (for now the default, until parallel
-# runs have proven clean) runs the suite in one process.
-TEST_WORKERS ?= 0
+# The suite runs on three worker processes (pytest-xdist): much of its time is spent waiting on
+# live servers, clusters and sandboxes, so three workers beat the two cores' worth. Tests that
+# share a module-scoped fixture (a live cluster) stay together on one worker: tests/conftest.py
+# groups them for --dist loadgroup. TEST_WORKERS=0 runs the suite in one process (to debug a
+# test that misbehaves only beside others). The 20 slowest tests are listed at the end.
+TEST_WORKERS ?= 3
 
 test: zoo lint
 	scripts/system-deps --test
