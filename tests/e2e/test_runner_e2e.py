@@ -72,6 +72,21 @@ def _env(tmp_path: Path, url: str, token: str) -> dict[str, str]:
     return env
 
 
+def _python_train_py(folder: Path, env: dict[str, str], tmp_path: Path) -> tuple[str, Any]:
+    """`python train.py` in folder, as a user runs it: its stdout, and the losses and job id
+    runner.train returned (RESULT_DUMP also saves the weights to tmp_path/w.pt)."""
+    done = subprocess.run(
+        [sys.executable, "-c", RESULT_DUMP, str(tmp_path / "r.json"), str(tmp_path / "w.pt")],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout, json.loads((tmp_path / "r.json").read_text())
+
+
 def _losses(url: str, token: str, job_id: str) -> list[float]:
     steps = httpx.get(
         f"{url}/api/v1/jobs/{job_id}/metrics", headers={"Authorization": f"Bearer {token}"}
@@ -92,19 +107,10 @@ def test_the_seed_train_py_trains_on_the_wafer_with_local_losses(
     assert len(local_losses) == 2 * 16
 
     # python train.py: submits, prints the job's epochs, returns losses and weights
-    done = subprocess.run(
-        [sys.executable, "-c", RESULT_DUMP, str(tmp_path / "r.json"), str(tmp_path / "w.pt")],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Submitted job " in done.stdout and "sam logs -f" in done.stdout
-    assert "epoch 1/2: mean loss" in done.stdout and "epoch 2/2: mean loss" in done.stdout
-    assert "accuracy" in done.stdout
-    returned = json.loads((tmp_path / "r.json").read_text())
+    stdout, returned = _python_train_py(folder, env, tmp_path)
+    assert "Submitted job " in stdout and "sam logs -f" in stdout
+    assert "epoch 1/2: mean loss" in stdout and "epoch 2/2: mean loss" in stdout
+    assert "accuracy" in stdout
     np.testing.assert_allclose(returned["losses"], local_losses, rtol=1e-3)
     np.testing.assert_allclose(
         _losses(cluster.url, token, returned["job_id"]), local_losses, rtol=1e-3
@@ -161,16 +167,7 @@ def test_a_runner_script_reads_its_data_set_on_the_cluster_as_on_the_login_node(
     assert put.returncode == 0, put.stderr
     local_losses = _local(project, monkeypatch)
     env["SAM_DATASETS"] = str(data.parent)  # the login node's copy, for the script's top
-    done = subprocess.run(
-        [sys.executable, "-c", RESULT_DUMP, str(tmp_path / "r.json"), str(tmp_path / "w.pt")],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    returned = json.loads((tmp_path / "r.json").read_text())
+    _, returned = _python_train_py(project, env, tmp_path)
     np.testing.assert_allclose(returned["losses"], local_losses, rtol=1e-3)
     job = httpx.get(
         f"{cluster.url}/api/v1/jobs/{returned['job_id']}",

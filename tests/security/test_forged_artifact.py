@@ -23,6 +23,7 @@ from compiler.errors import ArtifactInvalid, HostOOM
 from compiler.integrity import hash_files
 from compiler.ir import canonical_json
 from tests.compiler.conftest import make_spec, user_model_spec
+from tests.security.step_memory import traced_step_peak
 
 GiB = 1 << 30
 REGION = (8, 8)
@@ -94,12 +95,6 @@ def _forge(
 def test_the_planned_host_bytes_bound_what_a_step_really_holds(tmp_path: Path) -> None:
     """The plan is an upper bound of the step's numpy memory (traced), and the runtime drops
     each value after its last reader: the step holds well under the sum of all its values."""
-    import tracemalloc
-
-    import wse_sim.runtime as rt
-    from compiler.data import synthetic_batch
-    from wse_sim import Wafer
-
     spec = make_spec("mlp", model={"builtin": "mlp", "kwargs": {"hidden": 128}})
     spec["data"]["batch_size"] = 256
     region = (16, 16)
@@ -109,14 +104,7 @@ def test_the_planned_host_bytes_bound_what_a_step_really_holds(tmp_path: Path) -
     every_value = sum(
         int(np.prod(n["shape"])) * 4 for n in artifact.graph["nodes"] if n.get("shape") is not None
     )
-    job = rt.load(artifact, Wafer("wse2", rows=16, cols=16), (0, 0, 16, 16), "probe")
-    x, y = synthetic_batch(spec, 0)
-    tracemalloc.start()
-    try:
-        job.step(x, y)
-        _, step_peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    step_peak = traced_step_peak(artifact, spec, region)
     state = sum(t.nbytes for t in artifact.tensors.values())
     assert state + step_peak < checked.host_bytes < 4 * every_value
     assert step_peak < 0.6 * every_value, (step_peak, every_value)

@@ -10,7 +10,6 @@ sampling's backward keeps 16 taps of 5 float64 arrays per output pixel (bicubic)
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from compiler import compile_job, load_artifact
 from compiler.artifact_check import check_artifact
 from compiler.errors import HostOOM
 from tests.compiler.conftest import user_model_spec
+from tests.security.step_memory import traced_step_peak
 
 REGION = (48, 48)
 HEAD = """import torch
@@ -64,10 +64,6 @@ def _model(body: str, features: int) -> str:
 
 @pytest.mark.parametrize("case", sorted(MODELS))
 def test_a_windowed_kernel_s_step_holds_no_more_than_its_plan(case: str, tmp_path: Path) -> None:
-    import wse_sim.runtime as rt
-    from compiler.data import synthetic_batch
-    from wse_sim import Wafer
-
     shape, body, features = MODELS[case]
     spec = user_model_spec(data={"input_shape": shape, "batch_size": 4})
     files = {"model.py": _model(body, features)}
@@ -77,15 +73,9 @@ def test_a_windowed_kernel_s_step_holds_no_more_than_its_plan(case: str, tmp_pat
     planned = check_artifact(
         artifact, rows=rows, cols=cols, arch="wse2", max_host_bytes=1 << 34
     ).host_bytes
-    job = rt.load(artifact, Wafer("wse2", rows=rows, cols=cols), (0, 0, rows, cols), "probe")
-    x, y = synthetic_batch(spec, 0)
-    tracemalloc.start()
-    try:
-        job.step(x, y)
-        _, step_peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    held = sum(t.nbytes for t in artifact.tensors.values()) + step_peak
+    held = sum(t.nbytes for t in artifact.tensors.values()) + traced_step_peak(
+        artifact, spec, REGION
+    )
     assert held <= planned < 4 * held, (held, planned)
     # A worker that gives one job less than the step holds refuses it before it runs.
     with pytest.raises(HostOOM) as caught:
