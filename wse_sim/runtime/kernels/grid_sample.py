@@ -100,12 +100,13 @@ def _taps(
         x0, y0 = np.floor(x), np.floor(y)
         wx, sx = _cubic(x - x0)
         wy, sy = _cubic(y - y0)
-        taps = []
-        for i in range(4):
-            for j in range(4):
-                tx = _pad(x0 - 1 + i, width, padding, align)[0]
-                ty = _pad(y0 - 1 + j, height, padding, align)[0]
-                taps.append((tx, ty, wx[i] * wy[j], sx[i] * wy[j], wx[i] * sy[j]))
+        xs = [_pad(x0 - 1 + i, width, padding, align)[0] for i in range(4)]
+        ys = [_pad(y0 - 1 + j, height, padding, align)[0] for j in range(4)]
+        taps = [
+            (xs[i], ys[j], wx[i] * wy[j], sx[i] * wy[j], wx[i] * sy[j])
+            for i in range(4)
+            for j in range(4)
+        ]
         return taps, mult_x, mult_y
     x, grad_x = _pad(x, width, padding, align)
     y, grad_y = _pad(y, height, padding, align)
