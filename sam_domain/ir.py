@@ -4,6 +4,7 @@ type, is a mypy error on both sides of the artifact."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NotRequired, TypedDict
 
 from sam_domain.json_value import JsonValue
@@ -89,3 +90,22 @@ def ref_of(value: JsonValue) -> str:
     if ref is None:
         raise ValueError(f"expected a value reference, found {value!r}")
     return ref
+
+
+def iter_refs(value: JsonValue) -> Iterator[str]:
+    """Every value name an argument refers to, anywhere inside it, in order (repeats kept).
+    compiler.ir keeps a twin of this and of ref_name: the trace sandbox binds no sam_domain."""
+    ref = ref_name(value)
+    if ref is not None:
+        yield ref
+    elif isinstance(value, list):
+        for v in value:
+            yield from iter_refs(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_refs(v)
+
+
+def node_refs(node: IrNode) -> Iterator[str]:
+    """Every value name a node's arguments (args, then kwargs) refer to, in order (repeats kept)."""
+    return iter_refs([node.get("args", []), node.get("kwargs", {})])

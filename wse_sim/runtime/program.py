@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sam_domain.ir import IrGraph, IrNode, Shape, ref_name
+from sam_domain.ir import IrGraph, IrNode, Shape, node_refs, ref_name
 from sam_domain.json_value import JsonValue
 from wse_sim.runtime.kernels import NodeContext, kernel_factory, numpy_dtype
 
@@ -152,7 +152,7 @@ def last_readers(graph: IrGraph, keep: set[str]) -> dict[int, list[str]]:
     kept = keep | {o["ref"] for o in graph["outputs"]}
     last: dict[str, int] = {}
     for index, node in enumerate(graph["nodes"]):
-        for ref in _refs([node.get("args", []), node.get("kwargs", {})]):
+        for ref in node_refs(node):
             last[ref] = index
     inputs = {i["name"] for i in graph["inputs"]}
     dead: dict[int, list[str]] = {}
@@ -160,16 +160,6 @@ def last_readers(graph: IrGraph, keep: set[str]) -> dict[int, list[str]]:
         if name not in kept and name not in inputs:
             dead.setdefault(index, []).append(name)
     return dead
-
-
-def _refs(value: JsonValue) -> list[str]:
-    """Every value name an encoded argument refers to."""
-    if isinstance(value, list):
-        return [r for v in value for r in _refs(v)]
-    if isinstance(value, dict):
-        ref = ref_name(value)
-        return [ref] if ref is not None else [r for v in value.values() for r in _refs(v)]
-    return []
 
 
 def _freeing(run: NodeRun, dead: tuple[int, ...]) -> NodeRun:

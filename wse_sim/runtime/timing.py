@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import wse_sim
 from sam_domain.geometry import Rect
-from sam_domain.ir import IrGraph, IrNode, ManifestKernel, Shape, ref_name, ref_of
+from sam_domain.ir import IrGraph, IrNode, ManifestKernel, Shape, iter_refs, node_refs, ref_of
 from sam_domain.json_value import JsonValue
 from wse_sim.fabric import Region
 from wse_sim.ops import (
@@ -116,7 +116,7 @@ class _GraphFacts:
         self._place_weights(graph, kernels)
         self.batch_kernel: str | None = None
         for node in graph["nodes"]:
-            refs = list(_refs([node.get("args", []), node.get("kwargs", {})]))
+            refs = list(node_refs(node))
             kernel = node.get("kernel") or next(
                 (self.owner[r] for r in refs if self.owner.get(r)), None
             )
@@ -148,19 +148,6 @@ class _GraphFacts:
             if inp["role"] == "opt_state":
                 param = (inp.get("source_name") or "").rsplit(".", 1)[0]
                 self.owner[inp["name"]] = source_home.get(param)
-
-
-def _refs(value: JsonValue) -> Iterator[str]:
-    if isinstance(value, list):
-        for v in value:
-            yield from _refs(v)
-    elif isinstance(value, dict):
-        ref = ref_name(value)
-        if ref is not None:
-            yield ref
-        else:
-            for v in value.values():
-                yield from _refs(v)
 
 
 def build_plan(
@@ -225,7 +212,7 @@ def _offload(
 ) -> None:
     """Host-resident optimizer state read by kernel `kid`: in from the host before its update,
     the new state back out after it, both over the host I/O channels of its rectangle."""
-    refs = {r for node in nodes for r in _refs([node.get("args", []), node.get("kwargs", {})])}
+    refs = {r for node in nodes for r in node_refs(node)}
     words = sum(
         _words(facts.shape[r], facts.dtype[r], False)
         for r in refs
@@ -254,7 +241,7 @@ def _inbound(
     from_kernel: dict[str, int] = defaultdict(int)
     host_words = 0
     for node in nodes:
-        for ref in _refs([node.get("args", []), node.get("kwargs", {})]):
+        for ref in node_refs(node):
             if ref in seen:
                 continue
             seen.add(ref)
@@ -291,7 +278,7 @@ def _collectives(
     """SUMMA broadcasts of a distributed matmul/convolution; row reductions of reducing ops."""
     target = node["target"]
     h, w = rect[2], rect[3]
-    refs = list(_refs(node.get("args", [])))
+    refs = list(iter_refs(node.get("args", [])))
     if target in MATMUL_OPS:
         a, b = (refs[1], refs[2]) if target == "aten.addmm.default" else (refs[0], refs[1])
         a_shape, b_shape = facts.dims(a), facts.dims(b)
