@@ -78,13 +78,10 @@ def parse_manifest(data: bytes) -> list[FileEntry]:
 class BlobStore(Protocol):
     """What the server and the workers need of the storage of uploaded files."""
 
-    def chunk_sizes(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
-        """{digest: size} of the given chunks the tenant has stored (others are absent)."""
-        ...
-
     def claim_chunks(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
-        """`chunk_sizes`, marking each stored one as claimed now: an upload counts on it, so
-        collection leaves it alone for `upload_grace_s` (services/storage_gc.py)."""
+        """{digest: size} of the given chunks the tenant has stored (others are absent), each
+        marked as claimed now: an upload counts on it, so collection leaves it alone for
+        `upload_grace_s` (services/storage_gc.py)."""
         ...
 
     def staging(self, tenant: str) -> Path:
@@ -118,8 +115,6 @@ class BlobStore(Protocol):
     def drop_chunk(self, tenant: str, digest: str) -> int:
         """Delete a chunk; the bytes freed (0 when it was not there)."""
         ...
-
-    def has_manifest(self, tenant: str, digest: str) -> bool: ...
 
     def put_manifest(self, tenant: str, digest: str, data: bytes) -> None:
         """Store a manifest; one already stored is claimed (`claim_manifest`) instead."""
@@ -168,15 +163,6 @@ class LocalBlobStore:
         if not DIGEST.match(digest):
             raise ValueError(f"{digest!r} is not a SHA-256 digest")
         return self._store(tenant) / "manifests" / f"{digest}.json"
-
-    def chunk_sizes(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
-        sizes = {}
-        for digest in digests:
-            try:
-                sizes[digest] = self._chunk(tenant, digest).stat().st_size
-            except FileNotFoundError:
-                continue
-        return sizes
 
     def claim_chunks(self, tenant: str, digests: Iterable[str]) -> dict[str, int]:
         sizes = {}
@@ -245,9 +231,6 @@ class LocalBlobStore:
         except FileNotFoundError:
             return 0
         return size
-
-    def has_manifest(self, tenant: str, digest: str) -> bool:
-        return self._manifest(tenant, digest).is_file()
 
     def put_manifest(self, tenant: str, digest: str, data: bytes) -> None:
         if not _write_once(self._manifest(tenant, digest), data):
