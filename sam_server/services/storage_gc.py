@@ -35,7 +35,7 @@ from sam_server.config import Settings
 from sam_server.db.models import Job, Tenant
 from sam_server.services.storage_count import blob_store, count_storage
 from sam_server.states import TERMINAL
-from sam_server.storage.blobs import BlobStore, assembled_name
+from sam_server.storage.blobs import BlobStore, assembled_name, is_assembled
 from sam_server.storage.layout import dataset_digest, tenant_datasets_root, tenant_projects_root
 
 
@@ -163,7 +163,7 @@ def _sweep(
     for digest in manifests:
         for entry in store.read_manifest(tenant, digest) or []:
             kept_chunks.update(entry.chunks)
-            if len(entry.chunks) > 1 or entry.chunks != (entry.sha256,):
+            if is_assembled(entry):
                 kept_files.add(assembled_name(entry))
     result = Collected()
     for chunk, claimed_at in store.chunk_times(tenant).items():

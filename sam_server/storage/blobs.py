@@ -60,6 +60,12 @@ def assembled_name(entry: FileEntry) -> str:
     return hashlib.sha256(listed.encode()).hexdigest()
 
 
+def is_assembled(entry: FileEntry) -> bool:
+    """Whether the store keeps the file as an assembled copy (`assembled_name`), not as its one
+    chunk (a file of one chunk whose hash is the file's own)."""
+    return entry.chunks != (entry.sha256,)
+
+
 def manifest_bytes(files: Iterable[FileEntry]) -> bytes:
     """The canonical text of a manifest (sorted by path): its SHA-256 names it."""
     rows = [
@@ -284,7 +290,7 @@ class LocalBlobStore:
         """The file's content as one read-only file of the store: the chunk itself when it is
         one chunk, else its chunks put end to end once per chunk list (by the kernel where it
         can: a project of gigabytes is not read through Python again, nor hashed again)."""
-        if len(entry.chunks) == 1 and entry.chunks[0] == entry.sha256:
+        if not is_assembled(entry):
             path = self._chunk(tenant, entry.sha256)
             if not path.is_file():
                 raise BlobError(f"{entry.path}: chunk {entry.sha256[:12]} is not stored")
