@@ -33,12 +33,17 @@ def job_project(claim: Claim, settings: Settings) -> Path | None:
     return project_dir(settings, claim.tenant, str(digest))
 
 
+def job_datasets(claim: Claim, settings: Settings) -> dict[str, Path]:
+    """{name: host path} of the data sets the job names, resolved for its own tenant."""
+    return dataset_mounts(settings, claim.tenant, list(RunSpec.of(claim.spec).datasets))
+
+
 def runner_datasets(claim: Claim, settings: Settings) -> dict[str, Path]:
     """The data sets a runner job names, bound in its compile sandbox too: its script runs there
     up to its first batch (docs/runner.md). A model job's compile never reads data."""
     if not claim.spec.get("entry"):
         return {}
-    return dataset_mounts(settings, claim.tenant, list(RunSpec.of(claim.spec).datasets))
+    return job_datasets(claim, settings)
 
 
 def run_compile(

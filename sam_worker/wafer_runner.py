@@ -14,9 +14,8 @@ from sam_server.config import Settings, get_settings
 from sam_server.db.session import session_scope
 from sam_server.errors import SamError
 from sam_server.services import lifecycle, results
-from sam_server.services.datasets import dataset_mounts
 from sam_server.states import RunEnd
-from sam_worker.compile_runner import artifact_root, job_project
+from sam_worker.compile_runner import artifact_root, job_datasets, job_project
 from sam_worker.identity import WORKER_ID
 from sam_worker.job_outputs import model_weights, resolve_init_from, save_weights
 from sam_worker.lease import LeaseKeeper
@@ -235,7 +234,7 @@ def _run_steps(ctx: RunContext, job: LoadedJob) -> RunOutcome:
     workdir = ctx.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        datasets = _datasets(ctx)
+        datasets = job_datasets(claim, ctx.settings)
         project = job_project(claim, ctx.settings)
     except SamError as exc:  # removed since the submit, or no longer shared with the tenant
         reporter.flush()
@@ -281,12 +280,6 @@ def _run_steps(ctx: RunContext, job: LoadedJob) -> RunOutcome:
     finally:
         batches.close()
     return _outcome(ctx, result, job)
-
-
-def _datasets(ctx: RunContext) -> dict[str, Path]:
-    """{name: host path} of the data sets the job names, resolved for its own tenant."""
-    names = list(RunSpec.of(ctx.claim.spec).datasets)
-    return dataset_mounts(ctx.settings, ctx.claim.tenant, names)
 
 
 def _resume(
