@@ -29,8 +29,8 @@ DEFAULT_CHUNK_BYTES = 8 << 20  # the server's SAM_UPLOAD_CHUNK_BYTES default (it
 PARALLEL = 4  # chunks in flight at once
 ASK_BATCH = 20_000  # chunk hashes per "which are missing?" request
 CACHE_LIMIT = 200_000  # remembered files
-QUIET_BELOW_BYTES = 1 << 20
-RECHECKS = 3  # rounds of "which are missing?" after sending, and commits tried  # `sam submit` says what it sent only from this much on
+QUIET_BELOW_BYTES = 1 << 20  # `sam submit` says what it sent only from this much on
+RECHECKS = 3  # rounds of "which are missing?" after sending, and commits tried
 
 
 def cache_path() -> Path:
