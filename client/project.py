@@ -1,10 +1,10 @@
 """The files of a project folder that `sam submit` sends (docs/projects.md).
 
 Every file under the folder, binary or text, except what the `.samignore` files (one in any
-folder, as git's `.gitignore`) and the built-in rules leave out (client.ignore). A symlink is followed when it leads inside the folder and refused
-when it leads out; device files, FIFOs and sockets are refused, and so is a name the server
-could not take (a backslash, a newline, a NUL): each with a message naming the path and
-what to do.
+folder, as git's `.gitignore`) and the built-in rules leave out (client.ignore). A symlink is
+followed when it leads inside the folder and refused when it leads out; device files, FIFOs
+and sockets are refused, and so is a name the server could not take (a backslash, a newline,
+a NUL): each with a message naming the path and what to do.
 """
 
 from __future__ import annotations
