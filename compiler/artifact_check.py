@@ -36,6 +36,7 @@ from typing import Any
 from compiler.errors import ArtifactInvalid, HostOOM
 from compiler.ir import DTYPES, decode_arg, node_inputs, tensor_bytes
 from compiler.ops import SUPPORTED_OPS
+from compiler.passes.cost import GRID_SAMPLE_TAPS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -470,7 +471,6 @@ def work_bytes(node: dict[str, Any], values: dict[str, Any]) -> int:
 # output pixel at once, in float64: 5 arrays a tap (x, y, weight, its two slopes), 16 taps for
 # bicubic, 4 bilinear, 1 nearest; a bicubic one held 12x its largest argument (op coverage).
 _GRID_SAMPLE_BACKWARD = "aten.grid_sampler_2d_backward.default"
-_GRID_TAPS = {0: 4, 1: 1, 2: 16}
 
 
 def _grid_sample_bytes(args: list[Any]) -> int:
@@ -479,7 +479,7 @@ def _grid_sample_bytes(args: list[Any]) -> int:
     x, grid, mode = args[1], args[2], int(args[3])
     pixels = int(grid.numel()) // 2
     channels = int(x.shape[1])
-    per_pixel = 5 * _GRID_TAPS.get(mode, 16) + 8 + 4 * channels
+    per_pixel = 5 * GRID_SAMPLE_TAPS.get(mode, 16) + 8 + 4 * channels
     return 8 * (pixels * per_pixel + 4 * int(x.numel()))
 
 

@@ -11,6 +11,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from sam_domain.ir import IrGraph, IrNode
 
+# Input taps each output pixel of grid sampling reads, by interpolation_mode: bilinear,
+# nearest, bicubic (wse_sim/runtime/kernels/grid_sample.py).
+GRID_SAMPLE_TAPS = {0: 4, 1: 1, 2: 16}
+
 _FLOPS_PER_ELEMENT = {
     "aten._softmax.default": 5,
     "aten._softmax_backward_data.default": 4,
@@ -62,9 +66,7 @@ def node_flops(node: IrNode, shapes: dict[str, list[int] | None]) -> int:
     if target == "aten.grid_sampler_2d_backward.default" and ins:
         # per output value and tap: a multiply-add into the input's gradient, one into the grid's
         mode = node["args"][3]
-        taps = (
-            {1: 1, 2: 16}.get(mode, 4) if isinstance(mode, int) else 4
-        )  # nearest, bicubic, bilinear
+        taps = GRID_SAMPLE_TAPS.get(mode, 4) if isinstance(mode, int) else 4
         return 4 * taps * math.prod(ins[0])
     if target in _FLOPS_PER_ELEMENT:
         biggest = max([math.prod(s) for s in ins if s] + [numel])
