@@ -143,7 +143,7 @@ def iter_refs(value: JsonValue) -> Iterator[str]:
         for v in value:
             yield from iter_refs(v)
     elif isinstance(value, dict):
-        ref = arg_ref(value)
+        ref = _ref_name(value)
         if ref is not None:
             yield ref
         else:
@@ -151,8 +151,9 @@ def iter_refs(value: JsonValue) -> Iterator[str]:
                 yield from iter_refs(v)
 
 
-def arg_ref(value: JsonValue) -> str | None:
-    """The value an encoded argument names (`{"ref": "n3"}` -> "n3"), or None for any other."""
+def _ref_name(value: JsonValue) -> str | None:
+    """sam_domain.ir.ref_name, which code outside the trace sandbox calls: this module runs in the
+    sandbox too, which binds SAM's compiler package but not sam_domain (compiler.sandbox.launcher)."""
     if isinstance(value, dict) and len(value) == 1:
         ref = value.get("ref")
         if isinstance(ref, str):

@@ -24,10 +24,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from compiler.ir import arg_ref, node_inputs, tensor_bytes
+from compiler.ir import node_inputs, tensor_bytes
 from compiler.ops import op_class
 from compiler.passes.fusion import RECOMPUTE_FOR as MARK
 from compiler.passes.fusion import fuse
+from sam_domain.ir import ref_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -198,7 +199,7 @@ def _rewrite(
 def _renamed(value: JsonValue, mapping: dict[str, str]) -> JsonValue:
     """An encoded argument with its refs renamed by `mapping`."""
     if isinstance(value, dict):
-        ref = arg_ref(value)
+        ref = ref_name(value)
         if ref is not None:
             return {"ref": mapping.get(ref, ref)}
         return {k: _renamed(v, mapping) for k, v in value.items()}
