@@ -57,18 +57,14 @@ def resolved_epochs(
                 "train_data_fn() has no len() (an iterable-style data set?); pass "
                 "steps_per_epoch= to runner.train so the job knows its length"
             ) from None
-        check_whole_batches(loader, runner.batch_size)
+        # a wafer step is compiled for one batch shape: a short last batch is refused before
+        # anything is sent
+        problem = short_batch_problem(loader, runner.batch_size, None)
+        if problem:
+            raise RunnerError(problem)
     if steps < 1:
         raise RunnerError("train_data_fn() is empty: the job would have no step")
     return int(epochs), int(steps)
-
-
-def check_whole_batches(loader: Any, batch_size: int, steps: int | None = None) -> None:
-    """A wafer step is compiled for one batch shape: a DataLoader whose last batch is short is
-    refused before anything is sent."""
-    problem = short_batch_problem(loader, batch_size, steps)
-    if problem:
-        raise RunnerError(problem)
 
 
 def job_spec(
